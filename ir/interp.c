@@ -1,0 +1,194 @@
+/* interp.c — the reference interpreter: evaluates any graph on the CPU in f64,
+ * rounding every value to its node's dtype. Simple on purpose: it is the oracle
+ * every backend is tested against. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+static bool shape_mismatch(const Graph *g, const char *what, const char *name, const Type *want,
+                           const Tensor *got, int dim, Err *e)
+{
+    char tw[256], tg[256];
+    type_fmt(g, want, tw, sizeof tw);
+    tensor_fmt(got, tg, sizeof tg);
+    if (dim < 0)
+        err_set(e, ERR_INPUT, "%s '%s': expected %s, got %s", what, name, tw, tg);
+    else
+        err_set(e, ERR_INPUT, "%s '%s': expected %s, got %s (dimension %d disagrees)", what, name,
+                tw, tg, dim);
+    return false;
+}
+
+/* Bind dims that are a lone symbol (B), then solve products (B*T, 2*B) with one unknown. */
+static bool bind_dim(const Graph *g, SymBind *sb, Dim d, int64_t size, bool simple_pass)
+{
+    int unknown = -1, nunknown = 0;
+    int64_t known = d.k;
+    for (int s = 0; s < COIL_MAX_SYMS; s++) {
+        if (!(d.syms >> s & 1))
+            continue;
+        if (sb->known[s])
+            known *= sb->val[s];
+        else
+            unknown = s, nunknown++;
+    }
+    (void)g;
+    if (nunknown == 0)
+        return known == size;
+    if (nunknown > 1 || (simple_pass && (d.k != 1 || __builtin_popcount(d.syms) != 1)))
+        return true; /* decided in a later pass */
+    if (known == 0 || size % known != 0)
+        return false;
+    sb->val[unknown] = size / known;
+    sb->known[unknown] = true;
+    return true;
+}
+
+bool bind_inputs(const Graph *g, const Tensor *inputs, SymBind *sb, Err *e)
+{
+    memset(sb, 0, sizeof *sb);
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < g->ninput; i++) {
+            const Node *n = &g->node[g->input[i]];
+            const Tensor *t = &inputs[i];
+            if (t->dt != n->type.dt || t->rank != n->type.rank)
+                return shape_mismatch(g, "input", node_name(n), &n->type, t, -1, e);
+            for (int d = 0; d < t->rank; d++)
+                if (!bind_dim(g, sb, n->type.dim[d], t->shape[d], pass == 0))
+                    return shape_mismatch(g, "input", node_name(n), &n->type, t, d, e);
+        }
+    return true;
+}
+
+static bool itensor_alloc(const Graph *g, const Node *n, const SymBind *sb, ITensor *t, Err *e)
+{
+    memset(t, 0, sizeof *t);
+    t->rank = n->type.rank;
+    if (!type_resolve(&n->type, sb, t->shape)) {
+        char buf[256];
+        err_at(e, n->loc, "%s: cannot resolve type %s: a symbol is not bound by the inputs",
+               op_info[n->op].name, type_fmt(g, &n->type, buf, sizeof buf));
+        return false;
+    }
+    t->n = 1;
+    for (int i = 0; i < t->rank; i++)
+        if (__builtin_mul_overflow(t->n, t->shape[i], &t->n) || t->n > (INT64_C(1) << 36)) {
+            err_at(e, n->loc, "%s: result too large to interpret", op_info[n->op].name);
+            return false;
+        }
+    t->d = calloc((size_t)(t->n ? t->n : 1), sizeof(double));
+    if (!t->d) {
+        err_at(e, n->loc, "%s: out of memory for %lld elements", op_info[n->op].name, (long long)t->n);
+        return false;
+    }
+    return true;
+}
+
+bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb, ITensor *out, Err *e)
+{
+    const Node *n = &g->node[id];
+    if (!itensor_alloc(g, n, sb, out, e))
+        return false;
+    Err ie = {0};
+    if (!op_info[n->op].eval(n, in, out, &ie)) {
+        err_at(e, n->loc, "%s", ie.msg);
+        free(out->d);
+        out->d = NULL;
+        return false;
+    }
+    for (int64_t i = 0; i < out->n; i++)
+        out->d[i] = dtype_round(n->type.dt, out->d[i]);
+    return true;
+}
+
+/* Input or param: check the host tensor against the node's type, widen to f64. */
+static bool load_leaf(const Graph *g, const Node *n, const Tensor *t, const SymBind *sb, ITensor *out, Err *e)
+{
+    const char *what = n->op == OP_INPUT ? "input" : "parameter";
+    if (!itensor_alloc(g, n, sb, out, e))
+        return false;
+    bool ok = t->dt == n->type.dt && t->rank == out->rank;
+    for (int d = 0; ok && d < t->rank; d++)
+        ok = t->shape[d] == out->shape[d];
+    if (!ok || !t->data)
+        return shape_mismatch(g, what, node_name(n), &n->type, t, -1, e);
+    for (int64_t i = 0; i < out->n; i++)
+        out->d[i] = dtype_load(t->dt, t->data, i);
+    return true;
+}
+
+static bool store_output(const ITensor *v, DType dt, Tensor *out, Err *e)
+{
+    if (!tensor_alloc(out, dt, v->rank, v->shape, e))
+        return false;
+    for (int64_t i = 0; i < v->n; i++)
+        dtype_store(dt, out->data, i, v->d[i]);
+    return true;
+}
+
+/* last[i]: the index of the last node reading value i (or nnode for outputs). */
+static int *last_uses(const Graph *g)
+{
+    int *last = calloc((size_t)g->nnode + 1, sizeof(int));
+    if (!last)
+        return NULL;
+    for (int i = 0; i < g->nnode; i++)
+        for (int j = 0; j < g->node[i].nin; j++)
+            last[g->node[i].in[j]] = i;
+    for (int i = 0; i < g->noutput; i++)
+        last[g->output[i]] = g->nnode;
+    return last;
+}
+
+bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tensor *outputs,
+                double *flops, Err *e)
+{
+    SymBind sb;
+    if (!bind_inputs(g, inputs, &sb, e))
+        return false;
+    ITensor *val = calloc((size_t)g->nnode + 1, sizeof(ITensor));
+    int *last = last_uses(g);
+    bool ok = val && last;
+    int ninput = 0, nparam = 0;
+    double total = 0;
+    for (int i = 0; ok && i < g->nnode; i++) {
+        const Node *n = &g->node[i];
+        ITensor in[n->nin > 0 ? n->nin : 1];
+        for (int j = 0; j < n->nin; j++)
+            in[j] = val[n->in[j]];
+        if (n->op == OP_INPUT)
+            ok = load_leaf(g, n, &inputs[ninput++], &sb, &val[i], e);
+        else if (n->op == OP_PARAM)
+            ok = load_leaf(g, n, &params[nparam++], &sb, &val[i], e);
+        else
+            ok = interp_eval_node(g, i, in, &sb, &val[i], e);
+        if (ok)
+            total += op_info[n->op].flops(n, in, &val[i]);
+        for (int j = 0; ok && j < n->nin; j++)
+            if (last[n->in[j]] == i) {
+                free(val[n->in[j]].d);
+                val[n->in[j]].d = NULL;
+            }
+        if (ok && last[i] == 0) { /* dead value: nothing reads it */
+            free(val[i].d);
+            val[i].d = NULL;
+        }
+    }
+    int done = 0;
+    for (; ok && done < g->noutput; done++)
+        ok = store_output(&val[g->output[done]], g->node[g->output[done]].type.dt, &outputs[done], e);
+    if (!ok)
+        for (int i = 0; i < done; i++)
+            tensor_free(&outputs[i]);
+    if (!val || !last)
+        err_set(e, ERR_INPUT, "out of memory starting the interpreter");
+    for (int i = 0; val && i < g->nnode; i++)
+        free(val[i].d);
+    free(val);
+    free(last);
+    if (ok && flops)
+        *flops = total;
+    return ok;
+}

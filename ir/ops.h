@@ -1,0 +1,96 @@
+/* ops.h — the functions the op table (optable.c) points at, grouped by file.
+ * Internal to ir/: passes and backends read op_info[], never these names. */
+#ifndef COIL_OPS_H
+#define COIL_OPS_H
+
+#include "ir.h"
+
+/* ops_leaf.c: input, param, constant, full, iota, rand */
+bool infer_leaf(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_constant(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_iota(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_constant(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_full(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_iota(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_rand(const Node *n, const ITensor *in, ITensor *out, Err *e);
+
+/* ops_pointwise.c: unary, binary with broadcasting, where, cast */
+bool infer_unary(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_unary_float(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_binary(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_compare(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_where(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_cast(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_unary(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_binary(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_where(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_copy(const Node *n, const ITensor *in, ITensor *out, Err *e); /* cast, reshape */
+/* Broadcast two shapes (numpy rules) into out; false with a message naming the dim. */
+bool broadcast_types(const Graph *g, const char *op, const Type *a, const Type *b, Type *out, Err *e);
+/* Offset into a broadcast operand for output coordinates idx. */
+int64_t broadcast_offset(const ITensor *t, int out_rank, const int64_t *idx);
+double s_neg(double), s_abs(double), s_exp(double), s_log(double), s_sqrt(double),
+    s_rsqrt(double), s_reciprocal(double), s_tanh(double), s_sigmoid(double),
+    s_relu(double), s_gelu(double), s_gelu_tanh(double), s_silu(double), s_sin(double),
+    s_cos(double), s_erf(double);
+double s_add(double, double), s_sub(double, double), s_mul(double, double),
+    s_div(double, double), s_pow(double, double), s_maximum(double, double),
+    s_minimum(double, double), s_eq(double, double), s_ne(double, double),
+    s_lt(double, double), s_le(double, double), s_gt(double, double), s_ge(double, double);
+
+/* ops_reduce.c: sum, mean, max, min (axes, keepdim), argmax (axis, keepdim) */
+bool infer_reduce(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_argmax(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_reduce(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_argmax(const Node *n, const ITensor *in, ITensor *out, Err *e);
+double flops_reduce(const Node *n, const ITensor *in, const ITensor *out);
+
+/* ops_shape.c: matmul, transpose, reshape, expand, slice, concat, gather */
+bool infer_matmul(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_transpose(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_reshape(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_expand(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_slice(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_concat(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_gather(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_matmul(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_transpose(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_expand(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_slice(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_concat(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_gather(const Node *n, const ITensor *in, ITensor *out, Err *e);
+double flops_matmul(const Node *n, const ITensor *in, const ITensor *out);
+
+/* ops_nn.c: the composites, their reference evaluation and decompositions */
+bool infer_softmax(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_layer_norm(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_rms_norm(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_dropout(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_cross_entropy(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_attention(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_softmax(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_log_softmax(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_layer_norm(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_rms_norm(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_dropout(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_cross_entropy(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_attention(const Node *n, const ITensor *in, ITensor *out, Err *e);
+double flops_softmax(const Node *n, const ITensor *in, const ITensor *out);
+double flops_layer_norm(const Node *n, const ITensor *in, const ITensor *out);
+double flops_rms_norm(const Node *n, const ITensor *in, const ITensor *out);
+double flops_dropout(const Node *n, const ITensor *in, const ITensor *out);
+double flops_cross_entropy(const Node *n, const ITensor *in, const ITensor *out);
+double flops_attention(const Node *n, const ITensor *in, const ITensor *out);
+int dec_softmax(Builder *b, const Node *n, const int *in);
+int dec_log_softmax(Builder *b, const Node *n, const int *in);
+int dec_layer_norm(Builder *b, const Node *n, const int *in);
+int dec_rms_norm(Builder *b, const Node *n, const int *in);
+int dec_dropout(Builder *b, const Node *n, const int *in);
+int dec_cross_entropy(Builder *b, const Node *n, const int *in);
+int dec_attention(Builder *b, const Node *n, const int *in);
+
+/* optable.c: FLOP counts shared by many rows */
+double flops_zero(const Node *n, const ITensor *in, const ITensor *out);
+double flops_elems(const Node *n, const ITensor *in, const ITensor *out);
+
+#endif
