@@ -221,13 +221,20 @@ int b_op(Builder *b, int opc, const int *in, int nin, const Attr *attrs, int nat
     if (!n.attr)
         return -1;
     n.in = arena_memdup(b->g->arena, in, sizeof(int) * (size_t)nin);
-    Type tin[nin > 0 ? nin : 1];
+    /* On the heap: a concat may have thousands of operands. */
+    Type *tin = malloc(sizeof(Type) * (size_t)(nin > 0 ? nin : 1));
+    if (!tin) {
+        err_at(b->err, b->loc, "%s: out of memory", op->name);
+        return -1;
+    }
     for (int i = 0; i < nin; i++)
         tin[i] = b->g->node[in[i]].type;
     if (declared)
         n.type = *declared;
     Err ie = {0};
-    if (!op->infer(b->g, &n, tin, &n.type, &ie)) {
+    bool typed = op->infer(b->g, &n, tin, &n.type, &ie);
+    free(tin);
+    if (!typed) {
         err_at(b->err, b->loc, "%s", ie.msg);
         return -1;
     }

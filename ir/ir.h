@@ -217,6 +217,8 @@ typedef struct OpInfo {
 
 extern const OpInfo op_info[OP_COUNT];
 int op_lookup(const char *name, size_t n); /* OpCode or -1 */
+/* How many operands op takes, as text: "2", "1 to 3", "1 or more". Returns buf. */
+const char *op_arity(const OpInfo *op, char *buf, size_t size);
 
 /* ---------------------------------------------------------------- graph */
 
@@ -301,7 +303,9 @@ int b_scalar(Builder *b, double v, DType dt); /* full of rank 0 */
 int b_constant(Builder *b, const Type *t, const double *data);
 int b_iota(Builder *b, const Type *t, int64_t axis);
 int b_rand(Builder *b, const Type *t, int64_t seed, int64_t offset);
-const Type *b_type(const Builder *b, int id); /* NULL for -1 */
+/* The type of node id, NULL for -1. The pointer goes stale when the next node is built
+ * (the node array grows): copy the Type when you keep it across b_* calls. */
+const Type *b_type(const Builder *b, int id);
 
 /* ---------------------------------------------------------------- host tensors */
 
@@ -324,7 +328,11 @@ char *tensor_fmt(const Tensor *t, char *buf, size_t n);
 
 /* Philox4x32-10, counter-based: the same (seed, counter) gives the same numbers on
  * every backend, so dropout masks and initialisers agree everywhere. */
+void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* counter -> ctr = {lo, hi, 0, 0}, seed -> key = {lo, hi}. */
 void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+/* Element `index` of stream (seed, offset) is philox4x32(seed, offset + index):
+ * uniform = (word0 >> 8) * 2^-24; normal = Box-Muller on words 0 and 1. */
 /* Uniform in [0, 1) from element `index` of the stream (seed, offset). */
 double philox_uniform(uint64_t seed, uint64_t offset, uint64_t index);
 /* Standard normal (Box-Muller on the same stream). */

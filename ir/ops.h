@@ -60,6 +60,21 @@ bool eval_slice(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_concat(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_gather(const Node *n, const ITensor *in, ITensor *out, Err *e);
 double flops_matmul(const Node *n, const ITensor *in, const ITensor *out);
+/* Shared with ops_nn.c (attention batches like matmul). A type or dim as text held in a
+ * struct, so one message can format several: type_text(g, a).s lives to the end of
+ * the full expression. */
+typedef struct TypeText {
+    char s[256];
+} TypeText;
+TypeText type_text(const Graph *g, const Type *t);
+TypeText dim_text(const Graph *g, Dim d);
+/* Numpy broadcast of two dim lists aligned at the right into out[*rank]; on a clash,
+ * false with *bad the result dim and *da, *db the two dims that disagree. */
+bool broadcast_dims(int ra, const Dim *a, int rb, const Dim *b, Dim *out, int *rank, int *bad,
+                    Dim *da, Dim *db);
+/* Element offsets in each operand of the matrix (last two dims) that batch element
+ * `batch` of out reads, broadcasting the leading dims. */
+void batch_offsets(const ITensor *out, int64_t batch, const ITensor *in, int nin, int64_t *off);
 
 /* ops_nn.c: the composites, their reference evaluation and decompositions */
 bool infer_softmax(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);

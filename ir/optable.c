@@ -1,5 +1,6 @@
 /* optable.c — the op table: one row per op. Adding an op means adding a row here
  * (and its tests); passes, the printer, the parser and the interpreter read it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ops.h"
@@ -128,6 +129,17 @@ int op_lookup(const char *name, size_t n)
         if (strlen(op_info[op].name) == n && memcmp(op_info[op].name, name, n) == 0)
             return op;
     return -1;
+}
+
+const char *op_arity(const OpInfo *op, char *buf, size_t size)
+{
+    if (op->nin_max < 0)
+        snprintf(buf, size, "%d or more", op->nin_min);
+    else if (op->nin_max > op->nin_min)
+        snprintf(buf, size, "%d to %d", op->nin_min, op->nin_max);
+    else
+        snprintf(buf, size, "%d", op->nin_min);
+    return buf;
 }
 
 double flops_zero(const Node *n, const ITensor *in, const ITensor *out)

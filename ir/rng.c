@@ -12,10 +12,10 @@ static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
     *lo = (uint32_t)p;
 }
 
-void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
+void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
 {
-    uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
-    uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]};
+    uint32_t k[2] = {key[0], key[1]};
     for (int round = 0; round < 10; round++) {
         uint32_t hi0, lo0, hi1, lo1;
         mulhilo(0xD2511F53u, c[0], &hi0, &lo0);
@@ -28,6 +28,14 @@ void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
     }
     for (int j = 0; j < 4; j++)
         out[j] = c[j];
+}
+
+/* The 128-bit counter is (counter, 0), the key is the seed; words low first. */
+void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
+{
+    uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
+    uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    philox4x32_10(c, k, out);
 }
 
 /* 24 random bits, so the value is exact in f32 and every backend compares the
