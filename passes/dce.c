@@ -1,0 +1,40 @@
+/* dce.c — dead code elimination: keep what the outputs depend on, plus every input
+ * (the signature) and every param (the model's state dict), and renumber. */
+#include <stdlib.h>
+
+#include "passes/passes.h"
+
+/* live[i]: node i is kept. Nodes are in topological order, so one backward sweep
+ * marks every operand of a live node before the operand is visited. */
+static void mark_live(const Graph *g, bool *live)
+{
+    for (int i = 0; i < g->noutput; i++)
+        live[g->output[i]] = true;
+    for (int i = g->nnode - 1; i >= 0; i--) {
+        const Node *n = &g->node[i];
+        if (n->op == OP_INPUT || n->op == OP_PARAM)
+            live[i] = true;
+        for (int j = 0; live[i] && j < n->nin; j++)
+            live[n->in[j]] = true;
+    }
+}
+
+Graph *pass_dce(const Graph *g, Err *e)
+{
+    bool *live = calloc((size_t)g->nnode + 1, sizeof(bool));
+    if (!live) {
+        err_set(e, ERR_INPUT, "dce: out of memory on graph '%s'", g->name);
+        return NULL;
+    }
+    mark_live(g, live);
+    Rewrite rw;
+    if (!rewrite_begin(&rw, g, e)) {
+        free(live);
+        return NULL;
+    }
+    for (int i = 0; i < g->nnode && err_ok(e); i++)
+        if (live[i])
+            rewrite_copy(&rw, i);
+    free(live);
+    return rewrite_end(&rw);
+}

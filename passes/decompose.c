@@ -1,0 +1,70 @@
+/* decompose.c — replace every composite op (softmax, layer_norm, attention, ...) by
+ * the primitives its op-table row builds, so later passes see only primitives. */
+#include "passes/passes.h"
+
+/* Build n's decomposition from its mapped operands; the result must have n's type. */
+static int decompose_node(Rewrite *rw, int id)
+{
+    const Node *n = &rw->src->node[id];
+    const OpInfo *op = &op_info[n->op];
+    int in[n->nin > 0 ? n->nin : 1];
+    for (int j = 0; j < n->nin; j++)
+        in[j] = rewrite_in(rw, id, j);
+    rewrite_at(rw, id);
+    if (!op->decompose) {
+        err_at(rw->b.err, rw->b.loc, "decompose: %s has no decomposition in the op table", op->name);
+        return -1;
+    }
+    int r = op->decompose(&rw->b, n, in);
+    const Type *t = b_type(&rw->b, r);
+    if (r >= 0 && !type_eq(t, &n->type)) {
+        char want[256], got[256];
+        err_at(rw->b.err, rw->b.loc, "decompose: %s's decomposition gives %s instead of %s",
+               op->name, type_fmt(rw->dst, t, got, sizeof got),
+               type_fmt(rw->dst, &n->type, want, sizeof want));
+        r = -1;
+    }
+    rw->map[id] = r;
+    return r;
+}
+
+static bool has_composite(const Graph *g)
+{
+    for (int i = 0; i < g->nnode; i++)
+        if (op_info[g->node[i].op].flags & OPF_COMPOSITE)
+            return true;
+    return false;
+}
+
+static Graph *decompose_once(const Graph *g, Err *e)
+{
+    Rewrite rw;
+    if (!rewrite_begin(&rw, g, e))
+        return NULL;
+    for (int i = 0; i < g->nnode && err_ok(e); i++) {
+        if (op_info[g->node[i].op].flags & OPF_COMPOSITE)
+            decompose_node(&rw, i);
+        else
+            rewrite_copy(&rw, i);
+    }
+    return rewrite_end(&rw);
+}
+
+/* A decomposition may use other composites (cross_entropy via log_softmax):
+ * repeat until none is left, with a bound against a row that rebuilds itself. */
+Graph *pass_decompose(const Graph *g, Err *e)
+{
+    Graph *cur = decompose_once(g, e);
+    for (int round = 0; cur && has_composite(cur); round++) {
+        if (round == 8) {
+            err_set(e, ERR_INPUT, "decompose: composites remain after %d rounds in graph '%s'",
+                    round, g->name);
+            graph_free(cur);
+            return NULL;
+        }
+        Graph *next = decompose_once(cur, e);
+        graph_free(cur);
+        cur = next;
+    }
+    return cur;
+}

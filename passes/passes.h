@@ -1,0 +1,65 @@
+/* passes.h — graph-to-graph passes and the pass manager that runs them by name.
+ * Every pass reads a graph and builds a new one; the input is never modified. */
+#ifndef COIL_PASSES_H
+#define COIL_PASSES_H
+
+#include "ir/ir.h"
+
+/* A pass: a new graph computing the same outputs, or NULL with e set. */
+typedef Graph *(*PassFn)(const Graph *g, Err *e);
+
+typedef struct Pass {
+    const char *name; /* as written in --passes=... */
+    PassFn run;
+    const char *help; /* one line for --help */
+} Pass;
+
+/* manager.c: the pass table, in pipeline order. */
+extern const Pass pass_table[];
+extern const int pass_count;
+const Pass *pass_find(const char *name, size_t len); /* NULL when unknown */
+/* Run the comma-separated passes in order. Each result replaces *g and the previous
+ * graph is freed. An unknown name is an ERR_USAGE error listing the valid names,
+ * reported before any pass runs; on a failing pass *g is the last good graph. */
+bool run_passes(Graph **g, const char *list, Err *e);
+
+/* One file each. */
+Graph *pass_verify(const Graph *g, Err *e);    /* verify.c */
+Graph *pass_fold(const Graph *g, Err *e);      /* fold.c */
+Graph *pass_cse(const Graph *g, Err *e);       /* cse.c */
+Graph *pass_dce(const Graph *g, Err *e);       /* dce.c */
+Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
+
+/* Folded values larger than this stay as computations: constants print as text. */
+#define FOLD_MAX_ELEMS 65536
+
+/* ---------------------------------------------------------------- rewrite.c */
+
+/* Building a pass's result: a new graph with src's name and symbols (same bit
+ * order, so types copy unchanged), a builder on it, and the id map src -> dst.
+ * Copied nodes keep their locations (file names moved into dst's arena). */
+typedef struct Rewrite {
+    const Graph *src;
+    Graph *dst;
+    Builder b;
+    int *map; /* src id -> dst id; -1 while not copied or when dropped */
+    const char *file_src, *file_dst; /* the last Loc.file translated */
+} Rewrite;
+
+bool rewrite_begin(Rewrite *rw, const Graph *src, Err *e);
+/* Point the builder at src node id's location (for the nodes built next). */
+void rewrite_at(Rewrite *rw, int id);
+/* Copy src node id with its operands mapped through rw->map; records and returns
+ * the new id (-1 with the builder's error set). */
+int rewrite_copy(Rewrite *rw, int id);
+/* Copy src node id with the given dst operands instead. */
+int rewrite_copy_with(Rewrite *rw, int id, const int *in);
+/* Operand j of src node id, mapped to dst. */
+static inline int rewrite_in(const Rewrite *rw, int id, int j) { return rw->map[rw->src->node[id].in[j]]; }
+/* Finish: inputs in signature order, outputs with their names. Returns dst, or NULL
+ * (dst freed) when any step failed or an input or output was dropped. */
+Graph *rewrite_end(Rewrite *rw);
+/* A plain copy: the identity pass. */
+Graph *graph_copy(const Graph *g, Err *e);
+
+#endif
