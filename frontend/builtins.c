@@ -1,0 +1,626 @@
+/* builtins.c — what a call to a non-block name lowers to: an IR op by name (tensor operands,
+ * then attributes by position or keyword), ops typed by their arguments, and the layer forms. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/eval.h"
+
+enum { BI_MAX = 8 };
+
+/* A builtin's arguments, bound to its parameter list. */
+typedef struct BArgs {
+    Value v[BI_MAX];
+    Loc loc[BI_MAX];
+    bool given[BI_MAX];
+} BArgs;
+
+/* Most builtins give one value; split gives several. Both run with L->b.loc at the call. */
+typedef bool (*BuiltinFn)(Lower *L, Loc loc, const BArgs *a, Value *out);
+typedef bool (*BuiltinMulti)(Lower *L, Loc loc, const BArgs *a, Value *out, int max, int *n);
+
+/* ---------------------------------------------------------------- applying ops */
+
+/* Ops whose folded result stays an integer when every input is one. */
+static bool int_preserving(int op)
+{
+    static const int ops[] = {OP_NEG, OP_ABS, OP_RELU, OP_ADD, OP_SUB, OP_MUL, OP_POW,
+                              OP_MAXIMUM, OP_MINIMUM};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (ops[i] == op)
+            return true;
+    return false;
+}
+
+/* A pointwise op on compile-time numbers, in double precision like the interpreter. */
+static bool fold_op(Lower *L, Loc loc, int op, const Value *args, int nargs, Value *out)
+{
+    const OpInfo *info = &op_info[op];
+    bool ints = true;
+    double x[2] = {0, 0};
+    for (int i = 0; i < nargs; i++) {
+        if (!want_number(L, loc, &args[i], "an operand", &x[i]))
+            return false;
+        ints &= args[i].kind == V_INT;
+    }
+    double r = nargs == 1 ? info->scalar1(x[0]) : info->scalar2(x[0], x[1]);
+    if (op >= OP_EQ && op <= OP_GE) {
+        *out = v_bool(r != 0);
+        return true;
+    }
+    if (!isfinite(r))
+        return fail(L, loc, "%s of these numbers is not finite", info->name);
+    if (ints && int_preserving(op) && r == floor(r) && fabs(r) < 9007199254740992.0)
+        *out = v_int((int64_t)r);
+    else
+        *out = v_float(r);
+    return true;
+}
+
+bool apply_op(Lower *L, Loc loc, int op, const Value *args, int nargs, const Attr *attrs,
+              int nattr, Value *out)
+{
+    const OpInfo *info = &op_info[op];
+    const Value *lead = NULL; /* the tensor whose dtype numbers take */
+    for (int i = 0; i < nargs; i++)
+        if (args[i].kind == V_TENSOR && (!lead || v_type(L, lead)->dt == DT_BOOL))
+            lead = &args[i];
+    bool foldable = (nargs == 1 && info->scalar1) || (nargs == 2 && info->scalar2);
+    if (!lead && foldable)
+        return fold_op(L, loc, op, args, nargs, out);
+    if (!lead && nargs > 0)
+        return fail(L, loc, "%s needs a tensor operand", info->name);
+    int *in = arena_alloc(L->arena, sizeof *in * (size_t)(nargs ? nargs : 1));
+    for (int i = 0; i < nargs; i++)
+        if (!as_tensor(L, loc, &args[i], v_type(L, lead)->dt, &in[i]))
+            return false;
+    L->b.loc = loc;
+    return built(L, b_op(&L->b, op, in, nargs, attrs, nattr, NULL), out);
+}
+
+/* ---------------------------------------------------------------- attributes */
+
+static bool int_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, int64_t **out)
+{
+    if (v->kind == V_INT) {
+        *n = 1;
+        *out = arena_memdup(L->arena, &v->i, sizeof v->i);
+        return true;
+    }
+    char d[300];
+    if (v->kind != V_LIST)
+        return fail(L, loc, "%s must be a list of integers, got %s", what, v_describe(L, v, d, sizeof d));
+    *n = v->n;
+    *out = arena_alloc(L->arena, sizeof **out * (size_t)(v->n ? v->n : 1));
+    for (int i = 0; i < v->n; i++)
+        if (!want_int(L, loc, &v->items[i], what, &(*out)[i]))
+            return false;
+    return true;
+}
+
+static bool number_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, double **out)
+{
+    if (v->kind != V_LIST)
+        return fail(L, loc, "%s must be a list of numbers", what);
+    *n = v->n;
+    *out = arena_alloc(L->arena, sizeof **out * (size_t)(v->n ? v->n : 1));
+    for (int i = 0; i < v->n; i++)
+        if (!want_number(L, loc, &v->items[i], what, &(*out)[i]))
+            return false;
+    return true;
+}
+
+/* A value as the attribute `spec` of an op. */
+static bool to_attr(Lower *L, Loc loc, const char *op, const AttrSpec *spec, const Value *v, Attr *a)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s: attribute '%s'", op, spec->name);
+    *a = (Attr){.name = spec->name, .kind = spec->kind};
+    switch (spec->kind) {
+    case AK_INT: return want_int(L, loc, v, what, &a->i);
+    case AK_FLOAT: return want_number(L, loc, v, what, &a->f);
+    case AK_BOOL: {
+        bool b;
+        if (!want_bool(L, loc, v, what, &b))
+            return false;
+        a->i = b;
+        return true;
+    }
+    case AK_INTS: {
+        int64_t *p = NULL;
+        if (!int_list(L, loc, v, what, &a->n, &p))
+            return false;
+        a->ints = p;
+        return true;
+    }
+    case AK_STR:
+        if (v->kind != V_STR)
+            return fail(L, loc, "%s must be a string", what);
+        a->s = v->s;
+        return true;
+    case AK_DATA: {
+        double *p = NULL;
+        if (!number_list(L, loc, v, what, &a->n, &p))
+            return false;
+        a->data = p;
+        return true;
+    }
+    }
+    return false;
+}
+
+static int attr_index(const OpInfo *info, const char *name)
+{
+    for (int i = 0; i < info->nattr; i++)
+        if (strcmp(info->attrs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+bool call_ir_op(Lower *L, int op, const Expr *call, Value *out)
+{
+    const OpInfo *info = &op_info[op];
+    if (info->flags & (OPF_TYPED | OPF_LEAF))
+        return fail(L, call->loc, "'%s' cannot be called here", info->name);
+    int nargs = list_len(call->args), nin = 0, npos = 0;
+    Value *vals = arena_alloc(L->arena, sizeof *vals * (size_t)(nargs ? nargs : 1));
+    int max_in = info->nin_max < 0 ? nargs : info->nin_max;
+    Attr attrs[16];
+    bool set[16] = {false};
+    int next_attr = 0;
+    for (const Arg *a = call->args; a; a = a->next) {
+        Value v;
+        if (!eval(L, a->value, &v))
+            return false;
+        bool operand = !a->kw && npos == nin && nin < max_in &&
+                       (v.kind == V_TENSOR || ((info->flags & OPF_POINTWISE) && (v_is_number(&v) || v.kind == V_BOOL)));
+        if (operand) {
+            vals[nin++] = v;
+            npos++;
+            continue;
+        }
+        int k = a->kw ? attr_index(info, a->kw) : next_attr;
+        if (!a->kw) {
+            npos++;
+            while (k < info->nattr && set[k])
+                k++;
+            next_attr = k + 1;
+        }
+        if (k < 0 || k >= info->nattr || k >= 16) {
+            if (a->kw)
+                return fail(L, a->loc, "op '%s' has no attribute '%s'", info->name, a->kw);
+            return fail(L, a->loc, "op '%s' takes %d operand%s and %d attribute%s; this argument is one too many",
+                        info->name, max_in, max_in == 1 ? "" : "s", info->nattr, info->nattr == 1 ? "" : "s");
+        }
+        if (set[k])
+            return fail(L, a->loc, "attribute '%s' given twice", info->attrs[k].name);
+        if (!to_attr(L, a->value->loc, info->name, &info->attrs[k], &v, &attrs[k]))
+            return false;
+        set[k] = true;
+    }
+    Attr given[16];
+    int ng = 0;
+    for (int k = 0; k < info->nattr && k < 16; k++)
+        if (set[k])
+            given[ng++] = attrs[k];
+    return apply_op(L, call->loc, op, vals, nin, given, ng, out);
+}
+
+/* ---------------------------------------------------------------- helpers for forms */
+
+static const Type *tensor_type(const Lower *L, int id) { return &L->g->node[id].type; }
+
+static bool op1(Lower *L, Loc loc, int op, int x, const Attr *attrs, int nattr, int *out)
+{
+    Value v;
+    L->b.loc = loc;
+    if (!built(L, b_op(&L->b, op, &x, 1, attrs, nattr, NULL), &v))
+        return false;
+    *out = v.id;
+    return true;
+}
+
+static bool op2(Lower *L, Loc loc, int op, int x, int y, int *out)
+{
+    int in[2] = {x, y};
+    Value v;
+    L->b.loc = loc;
+    if (!built(L, b_op(&L->b, op, in, 2, NULL, 0, NULL), &v))
+        return false;
+    *out = v.id;
+    return true;
+}
+
+/* Swap axes i and i + 1. */
+static bool transpose_pair(Lower *L, Loc loc, int x, int i, int *out)
+{
+    const Type *t = tensor_type(L, x);
+    if (i < 0 || i + 1 >= t->rank)
+        return fail(L, loc, "cannot swap axes %d and %d of a rank-%d tensor", i, i + 1, t->rank);
+    int64_t perm[COIL_MAX_RANK];
+    for (int k = 0; k < t->rank; k++)
+        perm[k] = k;
+    perm[i] = i + 1;
+    perm[i + 1] = i;
+    Attr a = attr_ints("perm", t->rank, perm);
+    return op1(L, loc, OP_TRANSPOSE, x, &a, 1, out);
+}
+
+static bool reshape_to(Lower *L, Loc loc, int x, const Type *t, int *out)
+{
+    Value v;
+    L->b.loc = loc;
+    if (!built(L, b_reshape(&L->b, x, t), &v))
+        return false;
+    *out = v.id;
+    return true;
+}
+
+static bool arg_tensor(Lower *L, const BArgs *a, int i, const char *name, int *id)
+{
+    char what[64];
+    snprintf(what, sizeof what, "argument '%s'", name);
+    return want_tensor(L, a->loc[i], &a->v[i], what, id);
+}
+
+static DType arg_dtype(const BArgs *a, int i, DType def)
+{
+    return a->given[i] && a->v[i].kind == V_DTYPE ? a->v[i].dt : def;
+}
+
+static bool check_dtype_arg(Lower *L, const BArgs *a, int i)
+{
+    char d[300];
+    if (a->given[i] && a->v[i].kind != V_DTYPE)
+        return fail(L, a->loc[i], "dtype must be a dtype like f32 or i64, got %s",
+                    v_describe(L, &a->v[i], d, sizeof d));
+    return true;
+}
+
+static bool arg_int(Lower *L, const BArgs *a, int i, const char *name, int64_t def, int64_t *out)
+{
+    *out = def;
+    char what[64];
+    snprintf(what, sizeof what, "argument '%s'", name);
+    return !a->given[i] || want_int(L, a->loc[i], &a->v[i], what, out);
+}
+
+/* ---------------------------------------------------------------- typed ops */
+
+/* reshape(x, [dims]) with one -1 inferred from the element count. */
+static bool bi_reshape(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    int x, infer;
+    Type t;
+    if (!arg_tensor(L, a, 0, "x", &x) || !want_shape(L, a->loc[1], &a->v[1], tensor_type(L, x)->dt, &t, &infer))
+        return false;
+    if (infer >= 0) {
+        bool ovf = false;
+        Dim total = type_numel(tensor_type(L, x), &ovf), rest = dim_static(1);
+        for (int i = 0; i < t.rank; i++)
+            if (i != infer)
+                rest = dim_mul(rest, t.dim[i], &ovf);
+        if (ovf || rest.k == 0 || total.k % rest.k != 0 || (total.syms & rest.syms) != rest.syms) {
+            char tb[256];
+            return fail(L, a->loc[1], "reshape: cannot infer the -1 dimension of %s from the other dimensions",
+                        type_fmt(L->g, tensor_type(L, x), tb, sizeof tb));
+        }
+        t.dim[infer] = (Dim){total.k / rest.k, total.syms & ~rest.syms};
+    }
+    return built(L, b_reshape(&L->b, x, &t), out);
+}
+
+static bool bi_expand(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    int x;
+    Type t;
+    if (!arg_tensor(L, a, 0, "x", &x) || !want_shape(L, a->loc[1], &a->v[1], tensor_type(L, x)->dt, &t, NULL))
+        return false;
+    return built(L, b_expand(&L->b, x, &t), out);
+}
+
+static bool bi_cast(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    int x;
+    if (!arg_tensor(L, a, 0, "x", &x) || !check_dtype_arg(L, a, 1))
+        return false;
+    return built(L, b_cast(&L->b, x, a->v[1].dt), out);
+}
+
+static bool bi_full(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    Type t;
+    double v;
+    if (!check_dtype_arg(L, a, 2) || !want_shape(L, a->loc[0], &a->v[0], arg_dtype(a, 2, DT_F32), &t, NULL))
+        return false;
+    if (a->v[1].kind == V_BOOL)
+        v = (double)a->v[1].i;
+    else if (!want_number(L, a->loc[1], &a->v[1], "the fill value", &v))
+        return false;
+    return built(L, b_full(&L->b, v, &t), out);
+}
+
+static bool bi_iota(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    Type t;
+    int64_t axis;
+    if (!check_dtype_arg(L, a, 2) || !want_shape(L, a->loc[0], &a->v[0], arg_dtype(a, 2, DT_I64), &t, NULL) ||
+        !arg_int(L, a, 1, "axis", 0, &axis))
+        return false;
+    return built(L, b_iota(&L->b, &t, axis), out);
+}
+
+static bool bi_rand(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    Type t;
+    int64_t seed, offset;
+    if (!check_dtype_arg(L, a, 3) || !want_shape(L, a->loc[0], &a->v[0], arg_dtype(a, 3, DT_F32), &t, NULL) ||
+        !arg_int(L, a, 1, "seed", 0, &seed) || !arg_int(L, a, 2, "offset", 0, &offset))
+        return false;
+    return built(L, b_rand(&L->b, &t, seed, offset), out);
+}
+
+static bool bi_constant(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int count = 0;
+    double *data = NULL;
+    if (!check_dtype_arg(L, a, 2) || !number_list(L, a->loc[0], &a->v[0], "constant values", &count, &data))
+        return false;
+    DType dt = arg_dtype(a, 2, DT_F32);
+    Type t = {.dt = dt, .rank = 1, .dim = {dim_static(count)}};
+    if (a->given[1] && !want_shape(L, a->loc[1], &a->v[1], dt, &t, NULL))
+        return false;
+    bool ovf = false;
+    Dim numel = type_numel(&t, &ovf);
+    if (ovf || numel.syms || numel.k != count) {
+        char tb[256];
+        return fail(L, loc, "constant: %d values do not fill the shape %s", count,
+                    type_fmt(L->g, &t, tb, sizeof tb));
+    }
+    for (int i = 0; i < count; i++)
+        if (dtype_round(dt, data[i]) != data[i] && !dtype_info[dt].is_float)
+            return fail(L, a->loc[0], "constant: value %g is not representable as %s", data[i], dtype_info[dt].name);
+    return built(L, b_constant(&L->b, &t, data), out);
+}
+
+/* ---------------------------------------------------------------- layer forms */
+
+/* linear(x, w[, b]) = x @ w^T (+ b), with w in PyTorch's [out, in] layout. */
+static bool linear(Lower *L, Loc loc, int x, int w, int b, int *out)
+{
+    char tb[256];
+    if (tensor_type(L, w)->rank != 2)
+        return fail(L, loc, "linear: the weight must be [out, in], got %s",
+                    type_fmt(L->g, tensor_type(L, w), tb, sizeof tb));
+    int wt, y;
+    if (!transpose_pair(L, loc, w, 0, &wt) || !op2(L, loc, OP_MATMUL, x, wt, &y))
+        return false;
+    if (b >= 0 && !op2(L, loc, OP_ADD, y, b, &y))
+        return false;
+    *out = y;
+    return true;
+}
+
+static bool bi_linear(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x, w, b = -1;
+    if (!arg_tensor(L, a, 0, "x", &x) || !arg_tensor(L, a, 1, "w", &w) ||
+        (a->given[2] && !arg_tensor(L, a, 2, "b", &b)))
+        return false;
+    *out = v_tensor(0);
+    return linear(L, loc, x, w, b, &out->id);
+}
+
+static bool bi_embedding(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    (void)loc; /* the builder's location is already the call's */
+    int table, ids;
+    if (!arg_tensor(L, a, 0, "table", &table) || !arg_tensor(L, a, 1, "ids", &ids))
+        return false;
+    return built(L, b_gather(&L->b, table, ids, 0), out);
+}
+
+static bool bi_mlp(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    static const char *const names[] = {"x", "w1", "b1", "w2", "b2"};
+    int t[5];
+    for (int i = 0; i < 5; i++)
+        if (!arg_tensor(L, a, i, names[i], &t[i]))
+            return false;
+    const char *act = a->given[5] && a->v[5].kind == V_STR ? a->v[5].s : "gelu";
+    int op = op_lookup(act, strlen(act));
+    if ((a->given[5] && a->v[5].kind != V_STR) || op < 0 || op_info[op].nin_max != 1 ||
+        !(op_info[op].flags & OPF_POINTWISE))
+        return fail(L, a->given[5] ? a->loc[5] : loc, "mlp: act must name a unary op such as \"gelu\" or \"relu\"");
+    int h;
+    *out = v_tensor(0);
+    return linear(L, loc, t[0], t[1], t[2], &h) && op1(L, loc, op, h, NULL, 0, &h) &&
+           linear(L, loc, h, t[3], t[4], &out->id);
+}
+
+/* [..., T, C] -> [..., H, T, C/H] */
+static bool split_heads(Lower *L, Loc loc, int x, int64_t heads, int *out)
+{
+    Type t = *tensor_type(L, x);
+    char tb[256];
+    Dim c = t.rank >= 2 ? t.dim[t.rank - 1] : dim_static(0);
+    if (t.rank < 2 || t.rank + 1 > COIL_MAX_RANK || c.syms || c.k % heads != 0)
+        return fail(L, loc, "attention: %s cannot be split into %lld heads (the last dimension must "
+                    "be a static multiple of heads)", type_fmt(L->g, &t, tb, sizeof tb), (long long)heads);
+    t.dim[t.rank - 1] = dim_static(heads);
+    t.dim[t.rank] = dim_static(c.k / heads);
+    t.rank++;
+    int r;
+    return reshape_to(L, loc, x, &t, &r) && transpose_pair(L, loc, r, t.rank - 3, out);
+}
+
+/* [..., H, T, D] -> [..., T, H*D] */
+static bool merge_heads(Lower *L, Loc loc, int y, int *out)
+{
+    int r;
+    if (!transpose_pair(L, loc, y, tensor_type(L, y)->rank - 3, &r))
+        return false;
+    Type t = *tensor_type(L, r);
+    t.dim[t.rank - 2] = dim_static(t.dim[t.rank - 2].k * t.dim[t.rank - 1].k);
+    t.rank--;
+    return reshape_to(L, loc, r, &t, out);
+}
+
+static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    Value qkv[3];
+    for (int i = 0; i < 3; i++)
+        qkv[i] = a->v[i];
+    Attr attrs[2];
+    int na = 0;
+    const OpInfo *info = &op_info[OP_ATTENTION];
+    for (int i = 0; i < 2; i++)
+        if (a->given[3 + i] && !to_attr(L, a->loc[3 + i], "attention", &info->attrs[i], &a->v[3 + i], &attrs[na++]))
+            return false;
+    if (!a->given[5])
+        return apply_op(L, loc, OP_ATTENTION, qkv, 3, attrs, na, out);
+    int64_t heads;
+    int in[3];
+    if (!want_int(L, a->loc[5], &a->v[5], "heads", &heads))
+        return false;
+    if (heads <= 0)
+        return fail(L, a->loc[5], "heads must be positive, got %lld", (long long)heads);
+    for (int i = 0; i < 3; i++)
+        if (!arg_tensor(L, a, i, i == 0 ? "q" : i == 1 ? "k" : "v", &in[i]) ||
+            !split_heads(L, loc, in[i], heads, &in[i]))
+            return false;
+    Value y;
+    L->b.loc = loc;
+    if (!built(L, b_op(&L->b, OP_ATTENTION, in, 3, attrs, na, NULL), &y))
+        return false;
+    *out = v_tensor(0);
+    return merge_heads(L, loc, y.id, &out->id);
+}
+
+static bool bi_split(Lower *L, Loc loc, const BArgs *a, Value *out, int max, int *n)
+{
+    int x, ax;
+    int64_t parts, axis;
+    if (!arg_tensor(L, a, 0, "x", &x) || !arg_int(L, a, 1, "parts", 0, &parts) || !arg_int(L, a, 2, "axis", -1, &axis))
+        return false;
+    const Type *t = tensor_type(L, x);
+    char tb[256];
+    if (!axis_norm(axis, t->rank, &ax))
+        return fail(L, a->loc[2], "split: axis %lld is out of range for %s", (long long)axis,
+                    type_fmt(L->g, t, tb, sizeof tb));
+    Dim d = t->dim[ax];
+    if (parts <= 0 || parts > LOWER_MAX_RESULTS || d.syms || d.k % parts != 0)
+        return fail(L, loc, "split: %s cannot be split into %lld equal parts along axis %d",
+                    type_fmt(L->g, t, tb, sizeof tb), (long long)parts, ax);
+    if (parts > max)
+        return fail(L, loc, "split gives %lld values; bind them: `a, b = split(...)`", (long long)parts);
+    int64_t step = d.k / parts;
+    L->b.loc = loc;
+    for (int64_t i = 0; i < parts; i++)
+        if (!built(L, b_slice(&L->b, x, ax, i * step, (i + 1) * step, 1), &out[i]))
+            return false;
+    *n = (int)parts;
+    return true;
+}
+
+/* Identity for inference; in training the IR op with a stream per call instance. */
+static bool bi_dropout(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x;
+    double p;
+    if (!arg_tensor(L, a, 0, "x", &x) || !want_number(L, a->loc[1], &a->v[1], "dropout p", &p))
+        return false;
+    if (!(p >= 0 && p < 1))
+        return fail(L, a->loc[1], "dropout p must be in [0, 1), got %g", p);
+    if (!L->o->training || p == 0) {
+        *out = v_tensor(x);
+        return true;
+    }
+    Attr attrs[3] = {attr_float("p", p), attr_int("seed", (int64_t)L->o->seed),
+                     attr_int("offset", (int64_t)L->ndropout++ << 40)};
+    L->b.loc = loc;
+    return built(L, b_op(&L->b, OP_DROPOUT, &x, 1, attrs, 3, NULL), out);
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static const struct {
+    BuiltinSig sig;
+    BuiltinFn fn;
+    BuiltinMulti multi;
+} builtins[] = {
+    {{"reshape", 2, 2, {"x", "shape"}}, bi_reshape, NULL},
+    {{"expand", 2, 2, {"x", "shape"}}, bi_expand, NULL},
+    {{"cast", 2, 2, {"x", "dtype"}}, bi_cast, NULL},
+    {{"full", 3, 2, {"shape", "value", "dtype"}}, bi_full, NULL},
+    {{"iota", 3, 1, {"shape", "axis", "dtype"}}, bi_iota, NULL},
+    {{"rand", 4, 1, {"shape", "seed", "offset", "dtype"}}, bi_rand, NULL},
+    {{"constant", 3, 1, {"values", "shape", "dtype"}}, bi_constant, NULL},
+    {{"linear", 3, 2, {"x", "w", "b"}}, bi_linear, NULL},
+    {{"embedding", 2, 2, {"table", "ids"}}, bi_embedding, NULL},
+    {{"mlp", 6, 5, {"x", "w1", "b1", "w2", "b2", "act"}}, bi_mlp, NULL},
+    {{"attention", 6, 3, {"q", "k", "v", "causal", "scale", "heads"}}, bi_attention, NULL},
+    {{"split", 3, 2, {"x", "parts", "axis"}}, NULL, bi_split},
+    {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
+};
+
+enum { NBUILTIN = sizeof builtins / sizeof builtins[0] };
+
+const BuiltinSig *builtin_sig(const char *name)
+{
+    for (int i = 0; i < NBUILTIN; i++)
+        if (strcmp(builtins[i].sig.name, name) == 0)
+            return &builtins[i].sig;
+    return NULL;
+}
+
+static bool bind_builtin(Lower *L, const Expr *call, const BuiltinSig *sig, BArgs *a)
+{
+    int pos = 0;
+    for (const Arg *arg = call->args; arg; arg = arg->next) {
+        int k = arg->kw ? -1 : pos++;
+        for (int i = 0; arg->kw && i < sig->nparam; i++)
+            if (strcmp(sig->param[i], arg->kw) == 0)
+                k = i;
+        if (k < 0 && arg->kw)
+            return fail(L, arg->loc, "'%s' has no parameter '%s'", sig->name, arg->kw);
+        if (k >= sig->nparam)
+            return fail(L, arg->loc, "'%s' takes at most %d arguments", sig->name, sig->nparam);
+        if (a->given[k])
+            return fail(L, arg->loc, "argument '%s' given twice", sig->param[k]);
+        if (!eval(L, arg->value, &a->v[k]))
+            return false;
+        a->given[k] = true;
+        a->loc[k] = arg->value->loc;
+    }
+    for (int i = 0; i < sig->nrequired; i++)
+        if (!a->given[i])
+            return fail(L, call->loc, "'%s': missing argument '%s'", sig->name, sig->param[i]);
+    return true;
+}
+
+bool call_builtin(Lower *L, const Expr *call, Value *out, int max, int *n)
+{
+    for (int i = 0; i < NBUILTIN; i++)
+        if (strcmp(builtins[i].sig.name, call->s) == 0) {
+            BArgs a = {0};
+            if (!bind_builtin(L, call, &builtins[i].sig, &a))
+                return false;
+            L->b.loc = call->loc;
+            if (builtins[i].multi)
+                return builtins[i].multi(L, call->loc, &a, out, max, n);
+            *n = 1;
+            return builtins[i].fn(L, call->loc, &a, out);
+        }
+    int op = op_lookup(call->s, strlen(call->s));
+    if (op < 0)
+        return fail(L, call->loc, "unknown block or op '%s'", call->s);
+    *n = 1;
+    return call_ir_op(L, op, call, out);
+}

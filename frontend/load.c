@@ -1,0 +1,66 @@
+/* load.c — model files to IR graphs, dispatched on the file's extension, so tools need
+ * not know which formats exist. A new format is one row in model_formats[]. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frontend/frontend.h"
+
+static Graph *load_cir(const char *path, const ModelOptions *opt, Err *e)
+{
+    if (opt && opt->nset > 0) {
+        err_set(e, ERR_INPUT, "--set %s: %s is IR text, which has no config constants to set",
+                opt->set[0], path);
+        return NULL;
+    }
+    return ir_parse_file(path, e);
+}
+
+static const struct {
+    const char *ext;
+    Graph *(*load)(const char *path, const ModelOptions *opt, Err *e);
+} model_formats[] = {
+    {".cir", load_cir},
+#ifdef COIL_HAVE_FRONTEND
+    {".coil", coil_frontend_load},
+#endif
+};
+
+const char *model_option(const ModelOptions *opt, const char *name)
+{
+    const char *value = NULL;
+    size_t n = strlen(name);
+    for (int i = 0; opt && i < opt->nset; i++)
+        if (strncmp(opt->set[i], name, n) == 0 && opt->set[i][n] == '=')
+            value = opt->set[i] + n + 1;
+    return value;
+}
+
+Graph *model_load(const char *path, const ModelOptions *opt, Err *e)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    int why = !f ? errno : fstat(fileno(f), &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (f)
+        fclose(f);
+    if (why) {
+        err_set(e, ERR_INPUT, "%s: cannot open: %s", path, strerror(why));
+        return NULL;
+    }
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *ext = strrchr(base, '.') ? strrchr(base, '.') : "";
+    for (size_t i = 0; i < sizeof model_formats / sizeof model_formats[0]; i++)
+        if (strcmp(ext, model_formats[i].ext) == 0)
+            return model_formats[i].load(path, opt, e);
+#ifndef COIL_HAVE_FRONTEND
+    if (strcmp(ext, ".coil") == 0) {
+        err_set(e, ERR_INPUT, "%s: this build of coil has no .coil frontend yet; give an IR "
+                "file (.cir)", path);
+        return NULL;
+    }
+#endif
+    err_set(e, ERR_INPUT, "%s: unknown model format '%s': expected a .cir (IR text) or .coil "
+            "(model) file", path, ext);
+    return NULL;
+}
