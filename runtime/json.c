@@ -1,0 +1,391 @@
+/* json.c — a strict recursive-descent JSON reader into an arena-held tree. Untrusted
+ * bytes welcome: every read is bounds-checked, depth is limited, errors give the byte offset. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/json.h"
+
+typedef struct Reader {
+    const char *p;
+    size_t len, pos;
+    const char *what;
+    Arena *arena;
+    Err *err;
+    int depth;
+} Reader;
+
+static bool fail(Reader *r, size_t at, const char *msg)
+{
+    err_set(r->err, ERR_INPUT, "%s: byte %zu: %s", r->what, at, msg);
+    return false;
+}
+
+static int peek(const Reader *r) { return r->pos < r->len ? (unsigned char)r->p[r->pos] : -1; }
+
+static void skip_space(Reader *r)
+{
+    for (int c = peek(r); c == ' ' || c == '\t' || c == '\r' || c == '\n'; c = peek(r))
+        r->pos++;
+}
+
+static bool expect(Reader *r, char c, const char *msg)
+{
+    skip_space(r);
+    if (peek(r) != c)
+        return fail(r, r->pos, msg);
+    r->pos++;
+    return true;
+}
+
+static bool literal(Reader *r, const char *word)
+{
+    size_t n = strlen(word);
+    if (r->len - r->pos < n || memcmp(r->p + r->pos, word, n) != 0)
+        return fail(r, r->pos, "invalid literal (expected a value)");
+    r->pos += n;
+    return true;
+}
+
+/* ---------------------------------------------------------------- numbers */
+
+static size_t skip_digits(Reader *r)
+{
+    size_t start = r->pos;
+    while (peek(r) >= '0' && peek(r) <= '9')
+        r->pos++;
+    return r->pos - start;
+}
+
+/* An integer literal's exact value; false when it does not fit int64. */
+static bool exact_int(const char *s, int64_t *out)
+{
+    bool neg = *s == '-';
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (s += neg; *s; s++) {
+        uint64_t d = (uint64_t)(*s - '0');
+        if (v > (limit - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
+static bool parse_number(Reader *r, Json *v)
+{
+    size_t start = r->pos;
+    bool integral = true;
+    if (peek(r) == '-')
+        r->pos++;
+    if (peek(r) == '0')
+        r->pos++;
+    else if (!skip_digits(r))
+        return fail(r, start, "invalid number");
+    if (peek(r) == '.') {
+        r->pos++;
+        integral = false;
+        if (!skip_digits(r))
+            return fail(r, r->pos, "invalid number: digits must follow '.'");
+    }
+    if (peek(r) == 'e' || peek(r) == 'E') {
+        r->pos++;
+        integral = false;
+        if (peek(r) == '+' || peek(r) == '-')
+            r->pos++;
+        if (!skip_digits(r))
+            return fail(r, r->pos, "invalid number: digits must follow the exponent");
+    }
+    char buf[128];
+    size_t n = r->pos - start;
+    if (n >= sizeof buf)
+        return fail(r, start, "number too long");
+    memcpy(buf, r->p + start, n);
+    buf[n] = 0;
+    v->kind = JSON_NUMBER;
+    v->num = strtod(buf, NULL);
+    v->is_int = integral && exact_int(buf, &v->i);
+    return true;
+}
+
+/* ---------------------------------------------------------------- strings */
+
+static int hex4(const Reader *r, size_t at)
+{
+    int v = 0;
+    for (size_t i = at; i < at + 4; i++) {
+        int c = i < r->len ? (unsigned char)r->p[i] : -1, d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static size_t put_utf8(char *out, uint32_t cp)
+{
+    if (cp < 0x80)
+        return out[0] = (char)cp, 1;
+    if (cp < 0x800)
+        return out[0] = (char)(0xC0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3F)), 2;
+    if (cp < 0x10000)
+        return out[0] = (char)(0xE0 | cp >> 12), out[1] = (char)(0x80 | (cp >> 6 & 0x3F)),
+               out[2] = (char)(0x80 | (cp & 0x3F)), 3;
+    out[0] = (char)(0xF0 | cp >> 18), out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F)), out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A \u escape (r->pos after the 'u'), joining a surrogate pair; the code point or -1. */
+static long unicode_escape(Reader *r)
+{
+    int hi = hex4(r, r->pos);
+    if (hi < 0)
+        return fail(r, r->pos, "invalid \\u escape: four hex digits expected"), -1;
+    r->pos += 4;
+    if (hi >= 0xDC00 && hi <= 0xDFFF)
+        return fail(r, r->pos - 6, "invalid \\u escape: lone low surrogate"), -1;
+    if (hi < 0xD800 || hi > 0xDBFF)
+        return hi ? hi : (fail(r, r->pos - 6, "\\u0000 is not allowed in strings"), -1);
+    int lo = r->len - r->pos >= 6 && r->p[r->pos] == '\\' && r->p[r->pos + 1] == 'u' ? hex4(r, r->pos + 2) : -1;
+    if (lo < 0xDC00 || lo > 0xDFFF)
+        return fail(r, r->pos - 6, "invalid \\u escape: high surrogate without its low half"), -1;
+    r->pos += 6;
+    return 0x10000 + ((long)(hi - 0xD800) << 10) + (lo - 0xDC00);
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n) (overlongs, surrogates rejected), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    static const struct { unsigned char lead_min, lead_max, len, lo, hi; } form[] = {
+        {0xC2, 0xDF, 2, 0x80, 0xBF}, {0xE0, 0xE0, 3, 0xA0, 0xBF}, {0xE1, 0xEC, 3, 0x80, 0xBF},
+        {0xED, 0xED, 3, 0x80, 0x9F}, {0xEE, 0xEF, 3, 0x80, 0xBF}, {0xF0, 0xF0, 4, 0x90, 0xBF},
+        {0xF1, 0xF3, 4, 0x80, 0xBF}, {0xF4, 0xF4, 4, 0x80, 0x8F},
+    };
+    for (size_t f = 0; f < sizeof form / sizeof form[0]; f++) {
+        if (s[0] < form[f].lead_min || s[0] > form[f].lead_max)
+            continue;
+        if (n < form[f].len || s[1] < form[f].lo || s[1] > form[f].hi)
+            return 0;
+        for (size_t i = 2; i < form[f].len; i++)
+            if ((s[i] & 0xC0) != 0x80)
+                return 0;
+        return form[f].len;
+    }
+    return 0;
+}
+
+static bool string_escape(Reader *r, char *out, size_t *n)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    int c = peek(r);
+    const char *hit = c > 0 ? strchr(from, c) : NULL;
+    r->pos++;
+    if (hit) {
+        out[(*n)++] = to[hit - from];
+        return true;
+    }
+    if (c != 'u')
+        return fail(r, r->pos - 2, "invalid escape in string");
+    long cp = unicode_escape(r);
+    if (cp < 0)
+        return false;
+    *n += put_utf8(out + *n, (uint32_t)cp);
+    return true;
+}
+
+/* r->pos is at the opening quote. Decoded text never exceeds the raw length. */
+static bool parse_string(Reader *r, const char **s, size_t *slen)
+{
+    size_t start = r->pos++, n = 0;
+    size_t end = r->pos;
+    while (end < r->len && r->p[end] != '"')
+        end += r->p[end] == '\\' ? 2 : 1;
+    if (end >= r->len)
+        return fail(r, start, "unterminated string");
+    char *out = arena_alloc(r->arena, end - r->pos + 1);
+    while (r->pos < end) {
+        unsigned char c = (unsigned char)r->p[r->pos];
+        size_t k = 1;
+        if (c < 0x20)
+            return fail(r, r->pos, "control character in string (escape it)");
+        if (c == '\\') {
+            r->pos++;
+            if (!string_escape(r, out, &n))
+                return false;
+            continue;
+        }
+        if (c >= 0x80 && !(k = utf8_len((const unsigned char *)r->p + r->pos, end - r->pos)))
+            return fail(r, r->pos, "invalid UTF-8 in string");
+        memcpy(out + n, r->p + r->pos, k);
+        n += k;
+        r->pos += k;
+    }
+    r->pos++; /* the closing quote */
+    out[n] = 0;
+    *s = out;
+    *slen = n;
+    return true;
+}
+
+/* ---------------------------------------------------------------- arrays, objects */
+
+static bool parse_value(Reader *r, Json *v);
+
+/* A growable list of items (and keys) held in malloc'd memory until copied to the arena. */
+typedef struct Items {
+    Json *item;
+    const char **key;
+    int n, cap;
+} Items;
+
+static bool items_push(Reader *r, Items *it)
+{
+    if (it->n < it->cap)
+        return true;
+    int cap = it->cap ? it->cap * 2 : 8;
+    Json *item = realloc(it->item, (size_t)cap * sizeof *item);
+    if (item)
+        it->item = item;
+    const char **key = item ? realloc(it->key, (size_t)cap * sizeof *key) : NULL;
+    if (key)
+        it->key = key;
+    if (!item || !key || cap > (1 << 24))
+        return fail(r, r->pos, "too many items (out of memory)");
+    it->cap = cap;
+    return true;
+}
+
+static bool duplicate_key(const Items *it, const char *key)
+{
+    for (int i = 0; i < it->n; i++)
+        if (strcmp(it->key[i], key) == 0)
+            return true;
+    return false;
+}
+
+static bool parse_member(Reader *r, Items *it, bool object)
+{
+    skip_space(r);
+    if (!items_push(r, it))
+        return false;
+    it->key[it->n] = NULL;
+    if (object) {
+        size_t at = r->pos, klen;
+        if (peek(r) != '"')
+            return fail(r, r->pos, "expected a string key");
+        if (!parse_string(r, &it->key[it->n], &klen))
+            return false;
+        if (duplicate_key(it, it->key[it->n]))
+            return fail(r, at, "duplicate key in object");
+        if (!expect(r, ':', "expected ':' after the key"))
+            return false;
+    }
+    if (!parse_value(r, &it->item[it->n]))
+        return false;
+    it->n++;
+    return true;
+}
+
+static bool parse_container(Reader *r, Json *v, bool object)
+{
+    char close = object ? '}' : ']';
+    Items it = {0};
+    bool ok = true;
+    r->pos++;
+    skip_space(r);
+    if (peek(r) == close)
+        r->pos++;
+    else
+        for (;;) {
+            if (!(ok = parse_member(r, &it, object)))
+                break;
+            skip_space(r);
+            if (peek(r) == ',') {
+                r->pos++;
+                continue;
+            }
+            ok = expect(r, close, object ? "expected ',' or '}'" : "expected ',' or ']'");
+            break;
+        }
+    v->kind = object ? JSON_OBJECT : JSON_ARRAY;
+    v->n = it.n;
+    if (ok && it.n) {
+        v->item = arena_memdup(r->arena, it.item, (size_t)it.n * sizeof *it.item);
+        v->key = object ? arena_memdup(r->arena, it.key, (size_t)it.n * sizeof *it.key) : NULL;
+    }
+    free(it.item);
+    free(it.key);
+    return ok;
+}
+
+static bool parse_value(Reader *r, Json *v)
+{
+    skip_space(r);
+    memset(v, 0, sizeof *v);
+    v->at = r->pos;
+    int c = peek(r);
+    if (c == '{' || c == '[') {
+        if (++r->depth > JSON_MAX_DEPTH)
+            return fail(r, r->pos, "nesting too deep");
+        bool ok = parse_container(r, v, c == '{');
+        r->depth--;
+        return ok;
+    }
+    if (c == '"')
+        return v->kind = JSON_STRING, parse_string(r, &v->s, &v->slen);
+    if (c == 't' || c == 'f')
+        return v->kind = JSON_BOOL, v->b = c == 't', literal(r, c == 't' ? "true" : "false");
+    if (c == 'n')
+        return v->kind = JSON_NULL, literal(r, "null");
+    if (c == '-' || (c >= '0' && c <= '9'))
+        return parse_number(r, v);
+    return fail(r, r->pos, c < 0 ? "unexpected end of text (expected a value)" : "expected a value");
+}
+
+Json *json_parse(Arena *a, const char *text, size_t len, const char *what, Err *e)
+{
+    Reader r = {.p = text, .len = len, .what = what, .arena = a, .err = e};
+    Json *v = arena_alloc(a, sizeof *v);
+    if (!parse_value(&r, v))
+        return NULL;
+    skip_space(&r);
+    if (r.pos != len) {
+        fail(&r, r.pos, "unexpected text after the value");
+        return NULL;
+    }
+    return v;
+}
+
+const Json *json_get(const Json *obj, const char *key)
+{
+    for (int i = 0; obj && obj->kind == JSON_OBJECT && i < obj->n; i++)
+        if (strcmp(obj->key[i], key) == 0)
+            return &obj->item[i];
+    return NULL;
+}
+
+const char *json_kind_name(JsonKind k)
+{
+    static const char *const name[] = {"null", "boolean", "number", "string", "array", "object"};
+    return (unsigned)k < sizeof name / sizeof name[0] ? name[k] : "?";
+}
+
+void json_write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# setup.sh — makes a Debian 12 machine ready to build and test coil: apt-get installs
+# the packages that are missing, and nothing at all when every one is already there.
+set -euo pipefail
+
+# package:command — the command is the probe used where dpkg is not available.
+REQUIRED=(
+    cmake:cmake make:make gcc:gcc libc6-dev:gcc flex:flex bison:bison
+    llvm-19-dev:llvm-config-19 llvm-19-tools:/usr/lib/llvm-19/bin/FileCheck
+    python3:python3
+)
+
+installed() { # package probe
+    if command -v dpkg-query >/dev/null 2>&1; then
+        dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+    else
+        command -v "$2" >/dev/null 2>&1
+    fi
+}
+
+missing=()
+for entry in "${REQUIRED[@]}"; do
+    installed "${entry%%:*}" "${entry#*:}" || missing+=("${entry%%:*}")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+echo "setup: missing packages: ${missing[*]}"
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: error: apt-get not found; coil's set-up expects Debian 12. Install the" \
+         "equivalents of: ${missing[*]}" >&2
+    exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: error: installing packages needs root. Run 'make' as root, or first:" \
+         "sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "setup: installed ${missing[*]}"
