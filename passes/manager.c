@@ -60,7 +60,9 @@ static int parse_list(const char *list, const Pass **out, int cap, Err *e)
     }
 }
 
-bool run_passes(Graph **g, const char *list, Err *e)
+const char pass_pipeline[] = "verify,decompose,fold,cse,dce";
+
+bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {
     const Pass *todo[256];
     int n = parse_list(list ? list : "", todo, 256, e);
@@ -70,6 +72,13 @@ bool run_passes(Graph **g, const char *list, Err *e)
             return false;
         graph_free(*g);
         *g = next;
+        if (after && !after(*g, todo[i], ctx))
+            return true;
     }
     return n >= 0;
+}
+
+bool run_passes(Graph **g, const char *list, Err *e)
+{
+    return run_passes_with(g, list, NULL, NULL, e);
 }

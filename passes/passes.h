@@ -22,6 +22,12 @@ const Pass *pass_find(const char *name, size_t len); /* NULL when unknown */
  * graph is freed. An unknown name is an ERR_USAGE error listing the valid names,
  * reported before any pass runs; on a failing pass *g is the last good graph. */
 bool run_passes(Graph **g, const char *list, Err *e);
+/* The same, calling after(g, pass, ctx) once each pass has replaced *g; when it returns
+ * false the remaining passes are skipped (still a success). */
+typedef bool (*PassHook)(const Graph *g, const Pass *pass, void *ctx);
+bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e);
+/* The default pipeline, what `coil dump --after/--all` walks: "verify,decompose,...". */
+extern const char pass_pipeline[];
 
 /* One file each. */
 Graph *pass_verify(const Graph *g, Err *e);    /* verify.c */

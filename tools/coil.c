@@ -73,8 +73,8 @@ typedef struct List {
 /* Everything any command accepts; each command says which flags it takes. */
 struct Args {
     const char *model;
-    bool help, interp, params, train;
-    const char *passes, *weights, *out, *seed, *format;
+    bool help, interp, params, train, all;
+    const char *passes, *weights, *out, *seed, *format, *after;
     List input, set, dim; /* "NAME=VALUE" strings */
 };
 
@@ -231,24 +231,76 @@ static int print_text(char *text, const char *what)
     return EXIT_OK;
 }
 
+/* What `coil dump` prints and when: after one pass, after every pass, or at the end. */
+typedef struct DumpPlan {
+    bool dot, all;
+    const char *after; /* a pass name, or NULL */
+    bool printed;
+    int rc;
+} DumpPlan;
+
+static int print_as(const Graph *g, bool dot)
+{
+    return dot ? print_text(ir_dot(g), "graph") : print_graph(g);
+}
+
+/* `--all` marks each graph with the pass that made it; `--after` stops at its pass. */
+static bool dump_after_pass(const Graph *g, const Pass *pass, void *ctx)
+{
+    DumpPlan *p = ctx;
+    if (p->after && strcmp(pass->name, p->after) != 0)
+        return true;
+    if (p->all)
+        printf("// after %s\n", pass->name); /* a comment in IR text and in dot */
+    p->rc = print_as(g, p->dot);
+    p->printed = true;
+    return p->all && p->rc == EXIT_OK;
+}
+
+/* Whether the comma-separated list names pass. */
+static bool list_has(const char *list, const char *pass)
+{
+    size_t n = strlen(pass);
+    for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',')
+        if (strncmp(p, pass, n) == 0 && (p[n] == ',' || p[n] == 0))
+            return true;
+    return false;
+}
+
+static int check_dump_args(const Command *cmd, const Args *a, const char *list, DumpPlan *p)
+{
+    int rc = check_pairs(cmd, "--set", &a->set);
+    p->dot = a->format && strcmp(a->format, "dot") == 0;
+    if (rc == EXIT_OK && a->format && !p->dot && strcmp(a->format, "text") != 0)
+        rc = usage_error(cmd, "--format %s: expected text or dot", a->format);
+    if (rc == EXIT_OK && a->after && a->all)
+        rc = usage_error(cmd, "--after and --all: give one of them");
+    if (rc == EXIT_OK && a->after && !pass_find(a->after, strlen(a->after)))
+        rc = usage_error(cmd, "--after %s: no such pass", a->after);
+    if (rc == EXIT_OK && a->after && !list_has(list, a->after))
+        rc = usage_error(cmd, "--after %s: the pass is not in the pipeline '%s'", a->after, list);
+    return rc;
+}
+
 static int cmd_dump(const Command *cmd, Args *a, int argc, char **argv)
 {
-    const Flag flags[] = {{"--set", .list = &a->set},
-                          {"--passes", .value = &a->passes},
-                          {"--format", .value = &a->format},
-                          {"--train", .on = &a->train}};
-    int rc = parse_args(cmd, flags, 4, argc, argv, a);
+    const Flag flags[] = {{"--set", .list = &a->set},         {"--passes", .value = &a->passes},
+                          {"--format", .value = &a->format},  {"--after", .value = &a->after},
+                          {"--all", .on = &a->all},           {"--train", .on = &a->train}};
+    DumpPlan plan = {0};
+    int rc = parse_args(cmd, flags, 6, argc, argv, a);
+    const char *list = a->passes ? a->passes : a->after || a->all ? pass_pipeline : "";
     if (rc == EXIT_OK && !a->help)
-        rc = check_pairs(cmd, "--set", &a->set);
-    bool dot = a->format && strcmp(a->format, "dot") == 0;
-    if (rc == EXIT_OK && !a->help && a->format && !dot && strcmp(a->format, "text") != 0)
-        rc = usage_error(cmd, "--format %s: expected text or dot", a->format);
+        rc = check_dump_args(cmd, a, list, &plan);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
+    plan.all = a->all;
+    plan.after = a->after;
     Err e = {0};
     Graph *g = load_model(a, 0, &e);
-    if (g && (!a->passes || run_passes(&g, a->passes, &e)))
-        rc = dot ? print_text(ir_dot(g), "graph") : print_graph(g);
+    bool hooked = a->all || a->after;
+    if (g && run_passes_with(&g, list, hooked ? dump_after_pass : NULL, &plan, &e))
+        rc = plan.printed ? plan.rc : print_as(g, plan.dot);
     else
         rc = fail(&e);
     graph_free(g);
@@ -555,13 +607,20 @@ static const Command commands[] = {
      "  --dim NAME=N           size of symbolic dimension NAME (repeatable)\n"
      "  --params               also list every parameter: name, type, initializer\n"},
     {"dump", cmd_dump, "print a model's IR, as text or as a Graphviz graph",
-     "usage: coil dump MODEL [--set NAME=VALUE]... [--passes=a,b,...] [--format=text|dot]\n"
-     "                       [--train]\n"
+     "usage: coil dump MODEL [--after=PASS | --all] [--passes=a,b,...] [--format=text|dot]\n"
+     "                       [--set NAME=VALUE]... [--train]\n"
      "\n"
-     "Loads the model (.cir or .coil; --train keeps dropout, else it is the identity),\n"
-     "runs the passes given (default: none) and prints\n"
-     "it as IR text, which `coil opt` reads back, or with --format=dot as a Graphviz\n"
-     "digraph (render it with `dot -Tsvg`).\n"},
+     "Loads the model (.cir or .coil) and prints it as IR text, which `coil opt` reads\n"
+     "back, or with --format=dot as a Graphviz digraph (render it with `dot -Tsvg`).\n"
+     "\n"
+     "options:\n"
+     "  --after PASS           run the pipeline up to PASS and print the graph it made\n"
+     "  --all                  print the graph after every pass, each under '// after PASS'\n"
+     "  --passes a,b,...       the pipeline (default: none; with --after or --all the\n"
+     "                         standard one, verify,decompose,fold,cse,dce)\n"
+     "  --format text|dot      IR text (default) or Graphviz\n"
+     "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --train                training mode: dropout stays (else it is the identity)\n"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
