@@ -13,7 +13,7 @@
 enum { MAX_FILE_BYTES = 16 << 20, MAX_INCLUDE_DEPTH = 64 };
 
 typedef struct Loader {
-    Program *prog;
+    Source *prog;
     NameMap loaded;                    /* real path -> itself, for files already read */
     const char *chain[MAX_INCLUDE_DEPTH]; /* the include chain being read (real paths) */
     const char *shown[MAX_INCLUDE_DEPTH]; /* the same, as the user wrote them */
@@ -28,7 +28,7 @@ static void parse_file_text(Loader *ld, const char *path, const char *real, cons
 
 static void push_item(Loader *ld, Item *it)
 {
-    Program *p = ld->prog;
+    Source *p = ld->prog;
     if (p->nitems == ld->cap_items) {
         int cap = ld->cap_items ? ld->cap_items * 2 : 32;
         Item **items = realloc(p->items, sizeof *items * (size_t)cap);
@@ -57,7 +57,7 @@ static char *include_path(Loader *ld, const char *from, const char *rel)
 
 static void parse_text(Loader *ld, const char *path, const char *text, size_t len, bool prelude)
 {
-    Program *p = ld->prog;
+    Source *p = ld->prog;
     ParseCtx ctx = {.arena = p->arena, .diags = p->diags, .file = arena_strdup(p->arena, path)};
     diags_source(p->diags, ctx.file, text, len);
     ast_parse(&ctx, text, len);
@@ -162,7 +162,7 @@ static void relocate_locs(Graph *g)
 /* Parse the prelude and the main file (from text when given), check, lower. */
 static Graph *compile(const char *path, const char *text, size_t len, const FeOptions *o, Err *e)
 {
-    Program prog = {.arena = arena_new(), .diags = diags_new()};
+    Source prog = {.arena = arena_new(), .diags = diags_new()};
     Loader ld = {.prog = &prog};
     Graph *g = NULL;
     if (!prog.arena || !prog.diags) {

@@ -37,7 +37,7 @@ typedef struct Frame {
 } Frame;
 
 typedef struct Lower {
-    const Program *p;
+    const Source *p;
     const FeOptions *o;
     Arena *arena;       /* values and strings of this lowering */
     Graph *g;

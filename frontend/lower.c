@@ -660,7 +660,7 @@ static bool lower_model(Lower *L, const Item *m)
     return ok;
 }
 
-Graph *lower_program(const Program *p, const FeOptions *o)
+Graph *lower_program(const Source *p, const FeOptions *o)
 {
     static const FeOptions none = {0};
     Lower L = {.p = p, .o = o ? o : &none, .arena = arena_new()};

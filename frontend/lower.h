@@ -23,7 +23,7 @@ enum {
 };
 
 /* Lower p->model; NULL with diagnostics in p->diags on failure. */
-Graph *lower_program(const Program *p, const FeOptions *o);
+Graph *lower_program(const Source *p, const FeOptions *o);
 
 /* The builtins that are not plain IR ops (layer forms, typed ops): their parameter
  * names, so sema can check keyword arguments. NULL when name is not one. */

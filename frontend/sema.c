@@ -12,7 +12,7 @@
 enum { SEMA_MAX_PARAMS = 64 };
 
 typedef struct Sema {
-    Program *p;
+    Source *p;
     const Item *item;   /* the block or model being checked */
     NameMap *scope;     /* local names of the body being checked */
     NameMap callees;    /* blocks called by the current item (for recursion) */
@@ -38,7 +38,7 @@ bool init_arity(const char *name, int *min, int *max)
     return normal || uniform;
 }
 
-const Item *program_block(const Program *p, const char *name)
+const Item *program_block(const Source *p, const char *name)
 {
     return namemap_get(&p->blocks, name);
 }
@@ -81,7 +81,7 @@ static void unknown_name(Sema *s, const char *name, Loc loc, const char *what)
 
 /* ---------------------------------------------------------------- calls */
 
-static void suggest_callee(const Program *p, Suggest *sg)
+static void suggest_callee(const Source *p, Suggest *sg)
 {
     namemap_suggest(&p->blocks, sg);
     for (int op = 0; op < OP_COUNT; op++)
@@ -411,7 +411,7 @@ typedef struct CallGraph {
 
 /* An iterative depth-first search (no recursion, whatever the program): a call that
  * reaches a block still on the stack closes a cycle. */
-static void check_recursion(Program *p, CallGraph *cg)
+static void check_recursion(Source *p, CallGraph *cg)
 {
     for (int i = 0; i < cg->n; i++)
         namemap_put(&cg->index, cg->blk[i]->name, (void *)(intptr_t)(i + 1));
@@ -449,7 +449,7 @@ static void check_recursion(Program *p, CallGraph *cg)
 
 /* ---------------------------------------------------------------- program */
 
-static void collect(Program *p)
+static void collect(Source *p)
 {
     for (int i = 0; i < p->nitems; i++) {
         Item *it = p->items[i];
@@ -481,7 +481,7 @@ static void collect(Program *p)
 }
 
 /* Config values may use only the constants defined above them. */
-static void check_config(Program *p)
+static void check_config(Source *p)
 {
     NameMap all = p->config;
     p->config = (NameMap){0};
@@ -497,7 +497,7 @@ static void check_config(Program *p)
     namemap_free(&s.callees);
 }
 
-bool sema_check(Program *p)
+bool sema_check(Source *p)
 {
     int before = diags_count(p->diags);
     collect(p);

@@ -5,7 +5,8 @@
 
 #include "frontend/ast.h"
 
-typedef struct Program {
+/* The program as written (named Source so it is not mistaken for codegen's lowered Program). */
+typedef struct Source {
     Arena *arena;
     Diags *diags;
     Item **items;  /* the prelude's items, then the files' in include order */
@@ -13,11 +14,11 @@ typedef struct Program {
     NameMap blocks; /* name -> Item* (a program's block replaces the prelude's) */
     NameMap config; /* name -> ConfigEntry* */
     Item *model;
-} Program;
+} Source;
 
 /* Build the tables and check the program; false when diagnostics were added. */
-bool sema_check(Program *p);
-const Item *program_block(const Program *p, const char *name);
+bool sema_check(Source *p);
+const Item *program_block(const Source *p, const char *name);
 /* Number of values a block returns (from its declaration or its return statement). */
 int block_results(const Item *blk);
 
