@@ -1,0 +1,192 @@
+/* coil.h — the public C API of coil, the only header a program embedding coil includes:
+ * load a model, inspect its signature, give its parameters values, run it on host tensors.
+ *
+ * The engine behind coil_run is, for now, the reference interpreter (every op evaluated in
+ * f64 and rounded to its dtype): exact and portable, not fast. The API will stay the same
+ * when compiled engines land.
+ *
+ * Conventions:
+ * - Functions taking `coil_error *err` report failure through it (err may be NULL when the
+ *   caller does not want the message) and by their return value (NULL or false). They
+ *   clear *err on entry, so after a call it describes that call alone.
+ * - No function crashes on a bad argument: a NULL model, a count or index out of range,
+ *   a NULL pointer where data is needed are errors with code COIL_ERR_USAGE.
+ * - Names and other strings the API hands out are owned by the model and stay valid until
+ *   coil_free. Tensors coil_run returns are the caller's, released with coil_tensor_free.
+ * - Different models are independent and may be used from different threads at once; one
+ *   model must not be used from two threads at the same time.
+ *
+ * Works from C99 and C++; links against libcoil (and libm, pthreads, OpenBLAS). */
+#ifndef COIL_COIL_H
+#define COIL_COIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COIL_VERSION "0.1.0"
+#define COIL_MAX_RANK 8
+
+/* "0.1.0": the version of the library linked, which may differ from COIL_VERSION, the
+ * version of the header compiled against. */
+const char *coil_version(void);
+
+/* ---------------------------------------------------------------- errors */
+
+/* The codes of the `coil` command's exit statuses. */
+enum {
+    COIL_OK = 0,
+    COIL_ERR_INPUT = 1, /* bad input: a missing or malformed file, a tensor of the wrong
+                           dtype or shape, a model that fails to compile, out of memory */
+    COIL_ERR_USAGE = 2, /* the API misused: NULL arguments, wrong counts or indices,
+                           running before every parameter has a value */
+};
+
+/* Owned by the caller (a local variable is fine). The message says where (file:line:col,
+ * or the input's or parameter's name), what, and what to do; it is "" when code is 0. */
+typedef struct coil_error {
+    int code;
+    char message[1024];
+} coil_error;
+
+/* ---------------------------------------------------------------- tensors */
+
+/* Element types. Host buffers hold them natively: f32 as float, f16 and bf16 as their
+ * 16 bits in a uint16_t, i8/i32/i64 as int8_t/int32_t/int64_t, bool as one byte (0 or 1;
+ * any nonzero byte reads as 1). */
+typedef enum coil_dtype {
+    COIL_F32,
+    COIL_F16,
+    COIL_BF16,
+    COIL_I8,
+    COIL_I32,
+    COIL_I64,
+    COIL_BOOL,
+} coil_dtype;
+
+/* "f32", "bf16", ... as the IR text writes them; NULL for a value outside the enum. */
+const char *coil_dtype_name(coil_dtype dtype);
+/* Bytes per element; 0 for a value outside the enum. */
+size_t coil_dtype_size(coil_dtype dtype);
+
+/* A dense row-major tensor in host memory. shape[0..rank) are the sizes; the rest is
+ * ignored. A rank-0 tensor holds one element. data may be NULL only when the tensor has
+ * no elements. */
+typedef struct coil_tensor {
+    coil_dtype dtype;
+    int rank;
+    int64_t shape[COIL_MAX_RANK];
+    void *data;
+} coil_tensor;
+
+/* The number of elements (1 for rank 0); -1 when rank or a size is invalid or the count
+ * overflows. */
+int64_t coil_tensor_numel(const coil_tensor *t);
+/* Release a tensor coil_run allocated and zero the struct; NULL or an already freed (or
+ * zeroed) tensor is a no-op. Only for tensors coil allocated. */
+void coil_tensor_free(coil_tensor *t);
+
+/* ---------------------------------------------------------------- loading */
+
+typedef struct coil_model coil_model;
+
+/* How to load a model. A NULL coil_options means all defaults (zero-initialise to get
+ * them: `coil_options o = {0};`). */
+typedef struct coil_options {
+    const char *const *overrides; /* "name=value" config overrides of a .coil model, like
+                                     `coil run --set`; the last one for a name wins */
+    int noverrides;
+    bool training; /* dropout is active (masks drawn from seed); else it is the identity */
+    uint64_t seed; /* of dropout's random streams in training mode */
+} coil_options;
+
+/* Load a model file: .cir (IR text) or .coil (the model language), by extension. The
+ * model is verified; on failure NULL with the message (a missing file is COIL_ERR_INPUT
+ * and names it; a compile error gives FILE:LINE:COL). Overrides are an error for .cir. */
+coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err);
+
+/* The same from text in memory (len bytes, no terminator needed). name stands for the
+ * file in messages (NULL: "<text>") and picks the format: a name ending in ".coil" is the
+ * model language (its includes resolve relative to name), any other is IR text. */
+coil_model *coil_load_text(const char *name, const char *text, size_t len,
+                           const coil_options *opt, coil_error *err);
+
+/* Release a model and everything it owns; NULL is a no-op. */
+void coil_free(coil_model *model);
+
+/* ---------------------------------------------------------------- introspection */
+
+/* What a model's signature lists: its inputs and outputs in order, and its parameters
+ * (in graph order, named the way a PyTorch state dict names them: "fc1.weight"). */
+typedef enum coil_kind { COIL_INPUT, COIL_OUTPUT, COIL_PARAM } coil_kind;
+
+/* One input, output or parameter. A symbolic dimension (a batch "B", a merged "B*T") has
+ * shape -1 and its text in dim; a static one has its size in both. Entries past rank are
+ * 0 and NULL. */
+typedef struct coil_info {
+    const char *name;
+    const char *type; /* the whole type as text: "f32[B,16]" */
+    coil_dtype dtype;
+    int rank;
+    int64_t shape[COIL_MAX_RANK];
+    const char *dim[COIL_MAX_RANK]; /* "16", "B", "B*T" */
+    const char *init; /* a parameter's initializer ("xavier", "normal(0.02)"), else NULL */
+} coil_info;
+
+/* How many items of that kind; 0 for a NULL model or an unknown kind. */
+int coil_count(const coil_model *model, coil_kind kind);
+/* Item index of that kind (owned by the model); NULL when model, kind or index is bad. */
+const coil_info *coil_info_at(const coil_model *model, coil_kind kind, int index);
+/* The index of the item of that kind named name, or -1. */
+int coil_find(const coil_model *model, coil_kind kind, const char *name);
+
+/* ---------------------------------------------------------------- parameters */
+
+/* The size of a symbolic dimension, by name: {"B", 8}. */
+typedef struct coil_dim_size {
+    const char *symbol;
+    int64_t size;
+} coil_dim_size;
+
+/* Give every parameter its initial value from its initializer (zeros, ones, normal,
+ * uniform, xavier, kaiming), drawn from Philox streams keyed by seed and the parameter's
+ * name, so the values match `coil run --seed`. sizes[0..nsizes) size the symbols that
+ * parameter shapes use (rare; NULL/0 when none do): a parameter with an unsized symbol is
+ * an error naming both. On failure the parameters keep their previous values. */
+bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *sizes, int nsizes,
+                      coil_error *err);
+
+/* Load every parameter by name from a .safetensors file, with dtypes and shapes checked;
+ * every missing parameter and every unused tensor is listed in one error. All or nothing:
+ * on failure the parameters keep their previous values. */
+bool coil_load_weights(coil_model *model, const char *path, coil_error *err);
+
+/* Set parameter index (see coil_find) to a copy of value, whose dtype, rank and static
+ * sizes must be the parameter's. On failure the parameter keeps its previous value. */
+bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil_error *err);
+
+/* ---------------------------------------------------------------- running */
+
+/* Evaluate the model. inputs[0..ninputs) are the model's inputs in signature order,
+ * caller-owned and only read: ninputs must be coil_count(model, COIL_INPUT), and each
+ * input's dtype, rank and static sizes must be its declared ones (the message names the
+ * input). Symbolic sizes (the batch) bind from the inputs' shapes and must agree across
+ * inputs. Every parameter must have a value (coil_init_params, coil_load_weights,
+ * coil_set_param) or the call fails naming the first one that has none.
+ *
+ * noutputs must be coil_count(model, COIL_OUTPUT). On success outputs[i] is overwritten
+ * (not freed: release a previous result first) with a tensor coil allocated, in the
+ * output's dtype at the bound sizes; free each with coil_tensor_free. On failure
+ * outputs[i] is zeroed for every i below both noutputs and the model's output count. */
+bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_tensor *outputs,
+              int noutputs, coil_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

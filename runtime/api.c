@@ -1,0 +1,526 @@
+/* api.c — the public C API (include/coil/coil.h) over the loaders, the verifier, the
+ * initialisers, safetensors and the reference interpreter. A model is a verified graph,
+ * its signature as coil_info (strings in the graph's arena) and its parameters. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coil/coil.h"
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#ifdef COIL_HAVE_FRONTEND
+#include "frontend/lower.h"
+#endif
+#include "runtime/safetensors.h"
+#include "runtime/init.h"
+
+_Static_assert(COIL_F32 == (int)DT_F32 && COIL_F16 == (int)DT_F16 && COIL_BF16 == (int)DT_BF16 &&
+                   COIL_I8 == (int)DT_I8 && COIL_I32 == (int)DT_I32 && COIL_I64 == (int)DT_I64 &&
+                   COIL_BOOL == (int)DT_BOOL && DT_COUNT == 7,
+               "coil_dtype mirrors DType");
+_Static_assert((int)COIL_OK == (int)ERR_OK && (int)COIL_ERR_INPUT == (int)ERR_INPUT &&
+                   (int)COIL_ERR_USAGE == (int)ERR_USAGE,
+               "coil_error codes mirror Err's");
+
+enum { NKIND = 3 };
+
+struct coil_model {
+    Graph *g;
+    coil_info *info[NKIND]; /* per coil_kind, in the graph's arena */
+    int count[NKIND];
+    int *param_id;  /* node ids of the parameters, graph_params order */
+    Tensor *params; /* graph_params order; data is NULL until the parameter has a value */
+};
+
+const char *coil_version(void) { return COIL_VERSION; }
+
+/* ---------------------------------------------------------------- errors */
+
+static void err_clear(coil_error *err)
+{
+    if (err) {
+        err->code = COIL_OK;
+        err->message[0] = 0;
+    }
+}
+
+static bool fail_err(coil_error *err, const Err *e)
+{
+    if (err) {
+        err->code = e->code != ERR_OK ? e->code : COIL_ERR_INPUT;
+        snprintf(err->message, sizeof err->message, "%s", e->code != ERR_OK ? e->msg : "failed");
+    }
+    return false;
+}
+
+__attribute__((format(printf, 3, 4)))
+static bool fail(coil_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+const char *coil_dtype_name(coil_dtype dtype)
+{
+    return (int)dtype >= 0 && (int)dtype < DT_COUNT ? dtype_info[dtype].name : NULL;
+}
+
+size_t coil_dtype_size(coil_dtype dtype)
+{
+    return (int)dtype >= 0 && (int)dtype < DT_COUNT ? (size_t)dtype_info[dtype].size : 0;
+}
+
+int64_t coil_tensor_numel(const coil_tensor *t)
+{
+    if (!t || t->rank < 0 || t->rank > COIL_MAX_RANK)
+        return -1;
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 0 || __builtin_mul_overflow(n, t->shape[d], &n))
+            return -1;
+    return n;
+}
+
+void coil_tensor_free(coil_tensor *t)
+{
+    if (!t)
+        return;
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+/* Checked elsewhere against the model: here only that t describes some tensor at all. */
+static bool tensor_view(const coil_tensor *t, const char *what, const char *name, Tensor *out,
+                        coil_error *err)
+{
+    static char empty; /* data of a view with no elements */
+    int64_t n = coil_tensor_numel(t);
+    size_t size = coil_dtype_size(t->dtype);
+    if (!size)
+        return fail(err, COIL_ERR_USAGE, "%s '%s': dtype %d is not a coil_dtype", what, name,
+                    (int)t->dtype);
+    if (t->rank < 0 || t->rank > COIL_MAX_RANK)
+        return fail(err, COIL_ERR_USAGE, "%s '%s': rank %d is out of range (0..%d)", what, name,
+                    t->rank, COIL_MAX_RANK);
+    if (n < 0 || (uint64_t)n > SIZE_MAX / 8)
+        return fail(err, COIL_ERR_USAGE, "%s '%s': the shape has a negative size or too many "
+                    "elements", what, name);
+    if (!t->data && n > 0)
+        return fail(err, COIL_ERR_USAGE, "%s '%s': data is NULL but the tensor has %lld elements",
+                    what, name, (long long)n);
+    *out = (Tensor){.dt = (DType)t->dtype, .rank = t->rank, .data = t->data ? t->data : &empty};
+    memcpy(out->shape, t->shape, sizeof out->shape);
+    return true;
+}
+
+/* The dtype, rank and static dims of t must be want's; symbolic dims bind when it runs. */
+static bool check_type(const Graph *g, const Type *want, const Tensor *t, const char *what,
+                       const char *name, coil_error *err)
+{
+    bool same_kind = t->dt == want->dt && t->rank == want->rank;
+    int bad = -1;
+    for (int d = 0; same_kind && bad < 0 && d < t->rank; d++)
+        if (dim_is_static(want->dim[d]) && want->dim[d].k != t->shape[d])
+            bad = d;
+    if (same_kind && bad < 0)
+        return true;
+    char tw[256], tg[256], which[64] = "";
+    if (bad >= 0)
+        snprintf(which, sizeof which, " (dimension %d disagrees)", bad);
+    return fail(err, COIL_ERR_INPUT, "%s '%s': expected %s, got %s%s", what, name,
+                type_fmt(g, want, tw, sizeof tw), tensor_fmt(t, tg, sizeof tg), which);
+}
+
+/* ---------------------------------------------------------------- the model */
+
+static void info_fill(Graph *g, coil_info *in, const char *name, const Type *t, const char *init)
+{
+    char buf[512];
+    in->name = name;
+    in->type = arena_strdup(g->arena, type_fmt(g, t, buf, sizeof buf));
+    in->dtype = (coil_dtype)t->dt;
+    in->rank = t->rank;
+    for (int d = 0; d < t->rank; d++) {
+        in->shape[d] = dim_is_static(t->dim[d]) ? t->dim[d].k : -1;
+        in->dim[d] = arena_strdup(g->arena, dim_fmt(g, t->dim[d], buf, sizeof buf));
+    }
+    in->init = init;
+}
+
+static void signature_fill(coil_model *m)
+{
+    Graph *g = m->g;
+    int np = graph_params(g, NULL);
+    m->count[COIL_INPUT] = g->ninput;
+    m->count[COIL_OUTPUT] = g->noutput;
+    m->count[COIL_PARAM] = np;
+    for (int kind = 0; kind < NKIND; kind++)
+        m->info[kind] = arena_alloc(g->arena, sizeof(coil_info) * (size_t)(m->count[kind] + 1));
+    for (int i = 0; i < g->ninput; i++) {
+        const Node *n = &g->node[g->input[i]];
+        info_fill(g, &m->info[COIL_INPUT][i], node_name(n), &n->type, NULL);
+    }
+    for (int i = 0; i < g->noutput; i++)
+        info_fill(g, &m->info[COIL_OUTPUT][i], g->output_name[i], &g->node[g->output[i]].type, NULL);
+    m->param_id = arena_alloc(g->arena, sizeof(int) * (size_t)(np + 1));
+    graph_params(g, m->param_id);
+    for (int i = 0; i < np; i++) {
+        const Node *n = &g->node[m->param_id[i]];
+        info_fill(g, &m->info[COIL_PARAM][i], node_name(n), &n->type, node_str(n, "init"));
+    }
+}
+
+/* Take over g (freed on failure): verify it, then describe its signature. */
+static coil_model *model_new(Graph *g, Err *e)
+{
+    coil_model *m = g && ir_verify(g, e) ? calloc(1, sizeof *m) : NULL;
+    if (m)
+        m->params = calloc((size_t)graph_params(g, NULL) + 1, sizeof(Tensor));
+    if (m && m->params) {
+        m->g = g;
+        signature_fill(m);
+        return m;
+    }
+    if (g && err_ok(e))
+        err_set(e, ERR_INPUT, "out of memory loading the model");
+    free(m);
+    graph_free(g);
+    return NULL;
+}
+
+static void params_free(Tensor *params, int n)
+{
+    for (int i = 0; params && i < n; i++)
+        tensor_free(&params[i]);
+    free(params);
+}
+
+void coil_free(coil_model *model)
+{
+    if (!model)
+        return;
+    params_free(model->params, model->count[COIL_PARAM]);
+    graph_free(model->g);
+    free(model);
+}
+
+/* The caller's options as the loaders' (checked: a NULL override would crash them). */
+static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error *err)
+{
+    *mo = (ModelOptions){0};
+    if (!opt)
+        return true;
+    if (opt->noverrides < 0 || (opt->noverrides > 0 && !opt->overrides))
+        return fail(err, COIL_ERR_USAGE, "coil_options: %d overrides but overrides is %s",
+                    opt->noverrides, opt->overrides ? "set" : "NULL");
+    for (int i = 0; i < opt->noverrides; i++) {
+        const char *s = opt->overrides[i], *eq = s ? strchr(s, '=') : NULL;
+        if (!eq || eq == s)
+            return fail(err, COIL_ERR_USAGE, "coil_options: override %d is '%s', expected "
+                        "name=value", i, s ? s : "(null)");
+    }
+    *mo = (ModelOptions){opt->overrides, opt->noverrides, opt->training, opt->seed};
+    return true;
+}
+
+static coil_model *loaded(Graph *g, Err *e, coil_error *err)
+{
+    coil_model *m = model_new(g, e);
+    if (!m)
+        fail_err(err, e);
+    return m;
+}
+
+coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err)
+{
+    ModelOptions mo;
+    Err e = {0};
+    err_clear(err);
+    if (!path) {
+        fail(err, COIL_ERR_USAGE, "coil_load: the path is NULL");
+        return NULL;
+    }
+    if (!model_options(opt, &mo, err))
+        return NULL;
+    return loaded(model_load(path, &mo, &e), &e, err);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* .coil source from memory, through the frontend's text entry point. */
+static Graph *compile_text(const char *name, const char *text, size_t len, const ModelOptions *mo,
+                           Err *e)
+{
+#ifdef COIL_HAVE_FRONTEND
+    FeOptions fe = {mo->set, mo->nset, mo->training, mo->seed};
+    return coil_frontend_compile(name, text, len, &fe, e);
+#else
+    (void)text, (void)len, (void)mo;
+    err_set(e, ERR_INPUT, "%s: this build of coil has no .coil frontend; give IR text", name);
+    return NULL;
+#endif
+}
+
+coil_model *coil_load_text(const char *name, const char *text, size_t len,
+                           const coil_options *opt, coil_error *err)
+{
+    ModelOptions mo;
+    Err e = {0};
+    err_clear(err);
+    name = name ? name : "<text>";
+    if (!text && len > 0) {
+        fail(err, COIL_ERR_USAGE, "coil_load_text: %s: the text is NULL but len is %zu", name, len);
+        return NULL;
+    }
+    if (!model_options(opt, &mo, err))
+        return NULL;
+    if (ends_with(name, ".coil"))
+        return loaded(compile_text(name, text ? text : "", len, &mo, &e), &e, err);
+    if (mo.nset > 0) {
+        fail(err, COIL_ERR_INPUT, "override %s: %s is IR text, which has no config constants "
+             "to set", mo.set[0], name);
+        return NULL;
+    }
+    return loaded(ir_parse(text ? text : "", len, name, &e), &e, err);
+}
+
+/* ---------------------------------------------------------------- introspection */
+
+int coil_count(const coil_model *model, coil_kind kind)
+{
+    return model && (int)kind >= 0 && (int)kind < NKIND ? model->count[kind] : 0;
+}
+
+const coil_info *coil_info_at(const coil_model *model, coil_kind kind, int index)
+{
+    if (index < 0 || index >= coil_count(model, kind))
+        return NULL;
+    return &model->info[kind][index];
+}
+
+int coil_find(const coil_model *model, coil_kind kind, const char *name)
+{
+    for (int i = 0; name && i < coil_count(model, kind); i++)
+        if (strcmp(model->info[kind][i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+/* Install a full set of parameter values, releasing the old ones. */
+static void params_replace(coil_model *m, Tensor *fresh)
+{
+    params_free(m->params, m->count[COIL_PARAM]);
+    m->params = fresh;
+}
+
+static Tensor *params_alloc(const coil_model *m, coil_error *err)
+{
+    Tensor *p = calloc((size_t)m->count[COIL_PARAM] + 1, sizeof *p);
+    if (!p)
+        fail(err, COIL_ERR_INPUT, "out of memory allocating parameters");
+    return p;
+}
+
+static bool bind_sizes(const Graph *g, const coil_dim_size *sizes, int nsizes, SymBind *sb,
+                       coil_error *err)
+{
+    memset(sb, 0, sizeof *sb);
+    if (nsizes < 0 || (nsizes > 0 && !sizes))
+        return fail(err, COIL_ERR_USAGE, "coil_init_params: %d sizes but sizes is %s", nsizes,
+                    sizes ? "set" : "NULL");
+    for (int i = 0; i < nsizes; i++) {
+        const char *sym = sizes[i].symbol;
+        int s = sym ? graph_sym_find(g, sym, strlen(sym)) : -1;
+        if (!sym || sizes[i].size < 0)
+            return fail(err, COIL_ERR_USAGE, "coil_init_params: size %d: %s", i,
+                        sym ? "the size is negative" : "the symbol is NULL");
+        if (s < 0)
+            return fail(err, COIL_ERR_USAGE, "coil_init_params: graph @%s has no symbolic "
+                        "dimension '%s'", g->name ? g->name : "?", sym);
+        sb->val[s] = sizes[i].size;
+        sb->known[s] = true;
+    }
+    return true;
+}
+
+/* Every symbol a parameter's shape uses must have been sized. */
+static bool params_sized(const coil_model *m, const SymBind *sb, coil_error *err)
+{
+    const Graph *g = m->g;
+    for (int i = 0; i < m->count[COIL_PARAM]; i++) {
+        const Node *n = &g->node[m->param_id[i]];
+        for (int d = 0; d < n->type.rank; d++)
+            for (int s = 0; s < g->nsym; s++)
+                if ((n->type.dim[d].syms >> s & 1) && !sb->known[s]) {
+                    char ty[256];
+                    return fail(err, COIL_ERR_USAGE, "parameter '%s' has type %s: give the size "
+                                "of '%s' to coil_init_params", node_name(n),
+                                type_fmt(g, &n->type, ty, sizeof ty), g->sym[s]);
+                }
+    }
+    return true;
+}
+
+bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *sizes, int nsizes,
+                      coil_error *err)
+{
+    SymBind sb;
+    Err e = {0};
+    err_clear(err);
+    if (!model)
+        return fail(err, COIL_ERR_USAGE, "coil_init_params: the model is NULL");
+    if (!bind_sizes(model->g, sizes, nsizes, &sb, err) || !params_sized(model, &sb, err))
+        return false;
+    Tensor *fresh = params_alloc(model, err);
+    if (!fresh)
+        return false;
+    if (!init_params(model->g, &sb, seed, fresh, &e)) {
+        free(fresh); /* init_params frees what it allocated */
+        return fail_err(err, &e);
+    }
+    params_replace(model, fresh);
+    return true;
+}
+
+bool coil_load_weights(coil_model *model, const char *path, coil_error *err)
+{
+    Err e = {0};
+    err_clear(err);
+    if (!model || !path)
+        return fail(err, COIL_ERR_USAGE, "coil_load_weights: the %s is NULL",
+                    !model ? "model" : "path");
+    Tensor *fresh = params_alloc(model, err);
+    if (!fresh)
+        return false;
+    if (!safetensors_bind(model->g, path, fresh, &e)) {
+        params_free(fresh, model->count[COIL_PARAM]);
+        return fail_err(err, &e);
+    }
+    params_replace(model, fresh);
+    return true;
+}
+
+bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil_error *err)
+{
+    Err e = {0};
+    Tensor view, copy;
+    err_clear(err);
+    const coil_info *info = coil_info_at(model, COIL_PARAM, index);
+    if (!info || !value)
+        return fail(err, COIL_ERR_USAGE, "coil_set_param: %s", !model ? "the model is NULL"
+                    : !info ? "the index is out of range" : "the value is NULL");
+    const Type *want = &model->g->node[model->param_id[index]].type;
+    if (!tensor_view(value, "parameter", info->name, &view, err) ||
+        !check_type(model->g, want, &view, "parameter", info->name, err))
+        return false;
+    if (!tensor_alloc(&copy, view.dt, view.rank, view.shape, &e))
+        return fail_err(err, &e);
+    memcpy(copy.data, view.data, tensor_nbytes(&copy));
+    tensor_free(&model->params[index]);
+    model->params[index] = copy;
+    return true;
+}
+
+/* ---------------------------------------------------------------- running */
+
+/* "x, labels": the names of items of a kind, for messages. */
+static const char *name_list(const coil_model *m, coil_kind kind, char *buf, size_t size)
+{
+    size_t used = 0;
+    snprintf(buf, size, "none");
+    for (int i = 0; i < m->count[kind] && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+                                 m->info[kind][i].name);
+    return buf;
+}
+
+static bool check_counts(const coil_model *m, const coil_tensor *inputs, int ninputs,
+                         const coil_tensor *outputs, int noutputs, coil_error *err)
+{
+    char names[512];
+    if (ninputs != m->count[COIL_INPUT])
+        return fail(err, COIL_ERR_USAGE, "coil_run: model @%s takes %d inputs (%s), given %d",
+                    m->g->name, m->count[COIL_INPUT],
+                    name_list(m, COIL_INPUT, names, sizeof names), ninputs);
+    if (noutputs != m->count[COIL_OUTPUT])
+        return fail(err, COIL_ERR_USAGE, "coil_run: model @%s has %d outputs (%s), room given "
+                    "for %d", m->g->name, m->count[COIL_OUTPUT],
+                    name_list(m, COIL_OUTPUT, names, sizeof names), noutputs);
+    if ((ninputs > 0 && !inputs) || (noutputs > 0 && !outputs))
+        return fail(err, COIL_ERR_USAGE, "coil_run: the %s array is NULL",
+                    ninputs > 0 && !inputs ? "inputs" : "outputs");
+    return true;
+}
+
+static bool check_params(const coil_model *m, coil_error *err)
+{
+    for (int i = 0; i < m->count[COIL_PARAM]; i++)
+        if (!m->params[i].data)
+            return fail(err, COIL_ERR_USAGE, "coil_run: parameter '%s' has no value: call "
+                        "coil_init_params, coil_load_weights or coil_set_param first",
+                        m->info[COIL_PARAM][i].name);
+    return true;
+}
+
+static bool input_views(const coil_model *m, const coil_tensor *inputs, Tensor *views,
+                        coil_error *err)
+{
+    for (int i = 0; i < m->count[COIL_INPUT]; i++) {
+        const char *name = m->info[COIL_INPUT][i].name;
+        if (!tensor_view(&inputs[i], "input", name, &views[i], err) ||
+            !check_type(m->g, &m->g->node[m->g->input[i]].type, &views[i], "input", name, err))
+            return false;
+    }
+    return true;
+}
+
+/* Hand the interpreter's outputs to the caller (same allocator: coil_tensor_free frees). */
+static void outputs_give(const Tensor *res, coil_tensor *outputs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        outputs[i] = (coil_tensor){.dtype = (coil_dtype)res[i].dt, .rank = res[i].rank,
+                                   .data = res[i].data};
+        memcpy(outputs[i].shape, res[i].shape, sizeof outputs[i].shape);
+    }
+}
+
+bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_tensor *outputs,
+              int noutputs, coil_error *err)
+{
+    err_clear(err);
+    for (int i = 0; outputs && i < noutputs && i < coil_count(model, COIL_OUTPUT); i++)
+        memset(&outputs[i], 0, sizeof outputs[i]); /* never past what either count allows */
+    if (!model)
+        return fail(err, COIL_ERR_USAGE, "coil_run: the model is NULL");
+    if (!check_counts(model, inputs, ninputs, outputs, noutputs, err) || !check_params(model, err))
+        return false;
+    Tensor *views = calloc((size_t)ninputs + 1, sizeof *views);
+    Tensor *res = calloc((size_t)noutputs + 1, sizeof *res);
+    Err e = {0};
+    bool ok = views && res;
+    if (!ok)
+        fail(err, COIL_ERR_INPUT, "coil_run: out of memory");
+    ok = ok && input_views(model, inputs, views, err);
+    if (ok && !(ok = interp_run(model->g, views, model->params, res, NULL, &e)))
+        fail_err(err, &e);
+    if (ok)
+        outputs_give(res, outputs, noutputs);
+    free(views);
+    free(res);
+    return ok;
+}
