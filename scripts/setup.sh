@@ -3,18 +3,19 @@
 # the packages that are missing, and nothing at all when every one is already there.
 set -euo pipefail
 
-# package:command — the command is the probe used where dpkg is not available.
+# package:probe — a command or a file that shows the package is there, for machines
+# without dpkg.
 REQUIRED=(
     cmake:cmake make:make gcc:gcc libc6-dev:gcc flex:flex bison:bison
     llvm-19-dev:llvm-config-19 llvm-19-tools:/usr/lib/llvm-19/bin/FileCheck
-    python3:python3
+    python3:python3 libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
 )
 
 installed() { # package probe
     if command -v dpkg-query >/dev/null 2>&1; then
         dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
     else
-        command -v "$2" >/dev/null 2>&1
+        command -v "$2" >/dev/null 2>&1 || [ -e "$2" ]
     fi
 }
 

@@ -1,0 +1,71 @@
+/* cpu.h — the CPU backend: loop kernels to LLVM IR through the LLVM-C API, optimised at
+ * O3 for the host CPU and compiled by ORC's LLJIT into KernelFns (codegen/loop.h); GEMM
+ * steps get a TileFn (their epilogue fused into the tiles) and the generated GEMM
+ * micro-kernels (codegen/cpu/ukernel.c) that runtime/gemm_tiled.c drives. */
+#ifndef COIL_CODEGEN_CPU_H
+#define COIL_CODEGEN_CPU_H
+
+#include "codegen/loop.h"
+
+typedef struct CpuModule CpuModule;
+
+typedef struct CpuOptions {
+    int opt_level;   /* 0..3; 0 means the default, 3 */
+    const char *cpu; /* target CPU name ("skylake-avx512"), NULL: the host's, features included */
+} CpuOptions;
+
+/* ---------------------------------------------------------------- GEMM micro-kernels */
+
+/* The register tile of the generated GEMM micro-kernels, chosen from the target's vector
+ * width (AVX-512: 16 floats): every tile is MR x NR, edges computed whole and cut. */
+typedef struct UkernelShape {
+    int vec;             /* f32 lanes of the widest vector */
+    int dot_mr, dot_nr;  /* the dot form's tile */
+    int bc_mr, bc_nr;    /* the broadcast form's tile (bc_nr a multiple of vec) */
+} UkernelShape;
+
+/* The dot form, for A with unit column stride and B with unit row stride (B^T's rows
+ * contiguous: a PyTorch-layout weight [N, K] read as its transpose):
+ *     t[i * NR + j] (+)= sum_{p < kc} a[min(i, mr - 1) * lda + p] * b[min(j, nr - 1) * ldb + p]
+ * for i < MR, j < NR (rows and columns past mr, nr repeat the last one; their results are
+ * not used). accumulate != 0 adds to t, else overwrites it. */
+typedef void (*UkernelDotFn)(int64_t kc, const float *a, int64_t lda, int64_t mr,
+                             const float *b, int64_t ldb, int64_t nr, float *t,
+                             int64_t accumulate);
+/* The broadcast form, for B with unit column stride (B's rows contiguous), A any strides:
+ *     t[i * NR + j] (+)= sum_{p < kc} a[min(i, mr - 1) * lda_r + p * lda_c] * b[p * ldb + j]
+ * for i < MR, j < nr; columns j >= nr are left unspecified and B is never read past nr. */
+typedef void (*UkernelBcastFn)(int64_t kc, const float *a, int64_t lda_r, int64_t lda_c,
+                               int64_t mr, const float *b, int64_t ldb, int64_t nr, float *t,
+                               int64_t accumulate);
+
+typedef struct Ukernels {
+    UkernelShape shape;
+    UkernelDotFn dot;
+    UkernelBcastFn bcast;
+} Ukernels;
+
+/* ---------------------------------------------------------------- compiling */
+
+/* true when this build has the LLVM backend (COIL_LLVM); without it cpu_compile fails
+ * with a message saying so. */
+bool cpu_available(void);
+
+/* Compile every kernel of p, a TileFn for every GEMM step and the micro-kernels into one
+ * JIT'd module; NULL with e set on failure. */
+CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e);
+/* The entry point of kernel k (index into p->kernel). */
+KernelFn cpu_kernel(const CpuModule *m, int k);
+/* The tile epilogue of step s (a STEP_GEMM); NULL for any other step. */
+TileFn cpu_tile(const CpuModule *m, int s);
+/* The GEMM micro-kernels of the module's target. */
+const Ukernels *cpu_ukernels(const CpuModule *m);
+/* Seconds spent in IR generation + optimisation + machine code, for reports. */
+double cpu_compile_seconds(const CpuModule *m);
+void cpu_free(CpuModule *m);
+
+/* The module's LLVM IR after optimisation ("llvm-ir"), assembly ("asm") or an ELF
+ * object ("obj"), written to path. */
+bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const char *path, Err *e);
+
+#endif

@@ -1,0 +1,40 @@
+/* engine.h — running a Program on the CPU: symbols bound from the inputs, the memory
+ * plan placed in one arena, then each step in order, kernels split over a thread pool. */
+#ifndef COIL_RUNTIME_ENGINE_H
+#define COIL_RUNTIME_ENGINE_H
+
+#include "codegen/loop.h"
+
+typedef struct Engine Engine;
+
+typedef struct EngineOptions {
+    int threads;         /* 0: one per core; > 0 also sets OpenBLAS's (process-wide) count */
+    const KernelFn *fns; /* per kernel (copied); NULL, or a NULL entry: the loop evaluator */
+} EngineOptions;
+
+/* p (and its graph) must outlive the engine; o NULL: the defaults. Errors: a program whose
+ * indices name nothing in its graph, non-static constants, out of memory, no threads. */
+Engine *engine_new(const Program *p, const EngineOptions *o, Err *e);
+void engine_free(Engine *en);
+/* Same conventions as interp_run: inputs (graph order) and params (graph_params order)
+ * in, outputs allocated here. The arena is kept between runs of the same sizes. Inputs
+ * and parameters are checked first; errors name them ("input 'x': expected f32[B,4],
+ * got f32[2,5] (dimension 1 disagrees)"). One run at a time per engine. */
+bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e);
+/* The planned bytes of the temporaries at these symbol values (peak memory of the
+ * arena), and of parameters (constants included), inputs and outputs; known before
+ * anything runs. Offsets are 64-byte aligned; temporaries whose lifetimes [first, last]
+ * overlap never share bytes (runtime/plan.c says how they are placed). */
+typedef struct MemoryPlan {
+    int64_t arena_bytes, param_bytes, io_bytes;
+    int64_t *offset; /* per buffer: byte offset in the arena (BUF_TEMP), else -1 */
+} MemoryPlan;
+/* Errors name the buffer (an unbound symbol, a lifetime outside the steps, a size too
+ * large). plan_free releases the offsets (and zeroes the plan). */
+bool plan_memory(const Program *p, const SymBind *sb, MemoryPlan *plan, Err *e);
+void plan_free(MemoryPlan *plan);
+/* The memory plan at the latest run's sizes (`coil check` and `coil bench` print its peak);
+ * NULL before a run has got that far. Valid until the next run or engine_free. */
+const MemoryPlan *engine_plan(const Engine *en);
+
+#endif
