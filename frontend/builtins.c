@@ -306,7 +306,7 @@ static bool bi_reshape(Lower *L, Loc loc, const BArgs *a, Value *out)
             return fail(L, a->loc[1], "reshape: cannot infer the -1 dimension of %s from the other dimensions",
                         type_fmt(L->g, tensor_type(L, x), tb, sizeof tb));
         }
-        t.dim[infer] = (Dim){total.k / rest.k, total.syms & ~rest.syms};
+        t.dim[infer] = (Dim){total.k / rest.k, total.syms & ~rest.syms, 0};
     }
     return built(L, b_reshape(&L->b, x, &t), out);
 }

@@ -625,7 +625,7 @@ static bool input_type(Lower *L, const Param *p, Type *t)
             int sym = graph_sym(L->g, d->s, strlen(d->s));
             if (sym < 0)
                 return fail(L, d->loc, "more than %d symbolic dimensions", COIL_MAX_SYMS);
-            bind(L, L->frame, d->s, v_dim((Dim){1, 1u << sym}));
+            bind(L, L->frame, d->s, v_dim((Dim){1, 1u << sym, 0}));
         }
         Value v;
         if (!eval(L, d, &v) || !want_dim(L, d->loc, &v, "a dimension", &t->dim[i]))

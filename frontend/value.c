@@ -262,7 +262,7 @@ static bool fold_dim(Lower *L, Loc loc, int op, Dim a, Dim b, Value *out)
         return true;
     }
     if (op == B_DIV && b.k != 0 && a.k % b.k == 0 && (a.syms & b.syms) == b.syms) {
-        *out = v_dim((Dim){a.k / b.k, a.syms & ~b.syms});
+        *out = v_dim((Dim){a.k / b.k, a.syms & ~b.syms, 0});
         return true;
     }
     return fail(L, loc, "%s %s %s is not defined on symbolic dimensions (only * and exact /)",

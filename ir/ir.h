@@ -81,6 +81,8 @@ float bf16_to_f32(uint16_t h);
 typedef struct Dim {
     int64_t k;
     uint32_t syms;
+    uint32_t sq; /* of syms, those squared: never in a type's dims, but the products code
+                    generation forms (a [B,H,T,T] tensor's B*H*T*T elements, its strides) */
 } Dim;
 
 typedef struct Type {
@@ -89,9 +91,11 @@ typedef struct Type {
     Dim dim[COIL_MAX_RANK];
 } Type;
 
-static inline Dim dim_static(int64_t k) { return (Dim){k, 0}; }
+static inline Dim dim_static(int64_t k) { return (Dim){k, 0, 0}; }
 static inline bool dim_is_static(Dim d) { return d.syms == 0; }
-static inline bool dim_eq(Dim a, Dim b) { return a.k == b.k && a.syms == b.syms; }
+static inline bool dim_eq(Dim a, Dim b) { return a.k == b.k && a.syms == b.syms && a.sq == b.sq; }
+/* The value of d when symbol s has value val[s] (squared symbols twice). */
+int64_t dim_eval(Dim d, const int64_t *val);
 Dim dim_mul(Dim a, Dim b, bool *overflow); /* false overflow if a symbol repeats */
 bool type_eq(const Type *a, const Type *b);
 bool type_same_shape(const Type *a, const Type *b);
@@ -350,6 +354,10 @@ typedef struct SymBind {
 bool type_resolve(const Type *t, const SymBind *sb, int64_t *dims);
 /* Bind symbols from input tensors; errors name the input and the disagreeing dim. */
 bool bind_inputs(const Graph *g, const Tensor *inputs, SymBind *sb, Err *e);
+/* ir/signature.c: parameters (graph_params order) must have their declared dtype and
+ * shape at sb (the message names the first that does not); outputs allocated at sb. */
+bool check_param_tensors(const Graph *g, const Tensor *params, const SymBind *sb, Err *e);
+bool alloc_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e);
 
 /* Evaluate g. inputs: one per graph input, in order; params: one per param node
  * in node order (graph_params). outputs: noutput tensors, allocated here.

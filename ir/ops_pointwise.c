@@ -7,7 +7,7 @@
 
 /* ---------------------------------------------------------------- type inference */
 
-static const Dim static_one = {1, 0};
+static const Dim static_one = {1, 0, 0};
 
 /* Numpy broadcasting of one aligned dim pair; a symbolic dim meets only itself or 1. */
 static bool broadcast_dim(Dim a, Dim b, Dim *out)

@@ -4,7 +4,7 @@
 
 #include "ops.h"
 
-static const Dim static_one = {1, 0};
+static const Dim static_one = {1, 0, 0};
 
 TypeText type_text(const Graph *g, const Type *t)
 {

@@ -307,7 +307,7 @@ static bool parse_factor(Parser *p, Dim *d, int *order, int *norder, bool *overf
         err_at(p->err, t->loc, "symbol %s appears twice in one dim", p->g->sym[s]);
         return false;
     }
-    *d = dim_mul(*d, (Dim){1, 1u << s}, overflow);
+    *d = dim_mul(*d, (Dim){1, 1u << s, 0}, overflow);
     order[(*norder)++] = s;
     return next(p);
 }

@@ -7,7 +7,7 @@
 
 Dim dim_mul(Dim a, Dim b, bool *overflow)
 {
-    Dim r = {0, a.syms | b.syms};
+    Dim r = {0, a.syms | b.syms, 0};
     if ((a.syms & b.syms) || __builtin_mul_overflow(a.k, b.k, &r.k))
         *overflow = true;
     return r;
@@ -68,8 +68,19 @@ char *dim_fmt(const Graph *g, Dim d, char *buf, size_t n)
             continue;
         const char *name = g && i < g->nsym ? g->sym[i] : "?";
         len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "*" : "", name);
+        if (d.sq >> i & 1 && len < n)
+            len += (size_t)snprintf(buf + len, n - len, "*%s", name);
     }
     return buf;
+}
+
+int64_t dim_eval(Dim d, const int64_t *val)
+{
+    int64_t v = d.k;
+    for (int s = 0; s < COIL_MAX_SYMS; s++)
+        if (d.syms >> s & 1)
+            v *= d.sq >> s & 1 ? val[s] * val[s] : val[s];
+    return v;
 }
 
 char *type_fmt(const Graph *g, const Type *t, char *buf, size_t n)

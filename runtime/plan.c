@@ -56,8 +56,9 @@ static bool buffer_bytes(const Program *p, int b, const SymBind *sb, int64_t *ou
     }
     int64_t n = buf->numel.k;
     for (int s = 0; s < COIL_MAX_SYMS; s++)
-        if ((buf->numel.syms >> s & 1) && __builtin_mul_overflow(n, sb->val[s], &n))
-            n = -1;
+        for (int times = (buf->numel.syms >> s & 1) + (buf->numel.sq >> s & 1); times > 0; times--)
+            if (n >= 0 && __builtin_mul_overflow(n, sb->val[s], &n))
+                n = -1;
     if (n < 0 || __builtin_mul_overflow(n, (int64_t)dtype_info[buf->dt].size, out) ||
         *out > (INT64_C(1) << 48)) {
         err_set(e, ERR_INPUT, "buffer '%s' is too large (or negative) at these sizes", buf->name);

@@ -85,7 +85,7 @@ static void test_builder_errors(void)
     char buf[64];
     CHECK(strcmp(type_fmt(g, &t, buf, sizeof buf), "f32[B,4]") == 0);
     bool of = false;
-    Dim bt = dim_mul(dim_mul(t.dim[0], (Dim){1, 1u << graph_sym(g, "T", 1)}, &of), dim_static(2), &of);
+    Dim bt = dim_mul(dim_mul(t.dim[0], (Dim){1, 1u << graph_sym(g, "T", 1), 0}, &of), dim_static(2), &of);
     CHECK(!of && strcmp(dim_fmt(g, bt, buf, sizeof buf), "2*B*T") == 0);
     dim_mul(t.dim[0], t.dim[0], &of);
     CHECK(of); /* B*B is not representable */

@@ -178,11 +178,11 @@ static void test_symbolic(void)
         SymBind sb = {0};
         sb.val[B] = batch, sb.known[B] = true;
         for (int batched = 0; batched < 2; batched++) {
-            Gemm g = {.m = batched ? dim_static(3) : (Dim){3, 1u << B}, .n = dim_static(6),
+            Gemm g = {.m = batched ? dim_static(3) : (Dim){3, 1u << B, 0}, .n = dim_static(6),
                       .k = dim_static(8), .epilogue = -1};
             if (batched) {
                 g.nbatch = 1;
-                g.batch[0] = (Dim){1, 1u << B};
+                g.batch[0] = (Dim){1, 1u << B, 0};
                 g.a.batch_stride[0] = dim_static(24);
                 g.c.batch_stride[0] = dim_static(18);
             }

@@ -4,8 +4,8 @@
 #include "ir/ops.h"
 
 /* A graph's first two symbols are B and T, so these Dims name them there. */
-#define SYM_B ((Dim){1, 1u << 0})
-#define SYM_T ((Dim){1, 1u << 1})
+#define SYM_B ((Dim){1, 1u << 0, 0})
+#define SYM_T ((Dim){1, 1u << 1, 0})
 #define S(k) dim_static(k)
 
 static Graph *graph_bt(Builder *b, Err *e)

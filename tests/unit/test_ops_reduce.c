@@ -2,7 +2,7 @@
  * any axes, keepdim, NaN rules, f64 accumulation, dtype rounding, symbolic dims, errors. */
 #include "check.h"
 
-#define SYM_B ((Dim){1, 1u << 0}) /* symbol B: the first one a test graph interns */
+#define SYM_B ((Dim){1, 1u << 0, 0}) /* symbol B: the first one a test graph interns */
 
 /* x[i][j][k] = 100 i + 10 j + k over [2,3,4]: every partial sum has a closed form. */
 static double x234[24];

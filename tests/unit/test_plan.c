@@ -164,10 +164,10 @@ static void test_symbolic(void)
     int B = graph_sym(g, "B", 1);
     Prog pr;
     prog_init(&pr, 3, g);
-    Dim b256 = {256, 1u << B};
+    Dim b256 = {256, 1u << B, 0};
     add_buf(&pr, BUF_INPUT, DT_F32, b256, 0, 0);
     add_buf(&pr, BUF_TEMP, DT_F32, b256, 0, 1);
-    add_buf(&pr, BUF_TEMP, DT_F32, (Dim){1024, 1u << B}, 1, 2);
+    add_buf(&pr, BUF_TEMP, DT_F32, (Dim){1024, 1u << B, 0}, 1, 2);
     add_buf(&pr, BUF_TEMP, DT_F32, b256, 2, 2);
     add_buf(&pr, BUF_OUTPUT, DT_F32, dim_static(4), 2, 2);
     for (int64_t batch = 2; batch <= 32; batch *= 16) {

@@ -16,7 +16,7 @@ static Type ty(Graph *g, const char *s)
         for (;; p++) {
             size_t n = strcspn(p, "*,]");
             int sym = p[0] >= '0' && p[0] <= '9' ? -1 : graph_sym(g, p, n);
-            d = dim_mul(d, sym < 0 ? dim_static(atoll(p)) : (Dim){1, 1u << sym}, &overflow);
+            d = dim_mul(d, sym < 0 ? dim_static(atoll(p)) : (Dim){1, 1u << sym, 0}, &overflow);
             p += n;
             if (*p != '*')
                 break;
