@@ -11,11 +11,23 @@ void program_free(Program *p)
     free(p);
 }
 
-int64_t dim_value(Dim d, const SymBind *sb)
+int64_t dim_value(Dim d, const SymBind *sb) { return dim_eval(d, sb->val); }
+
+bool program_check_inputs(const Program *p, const Tensor *inputs, const SymBind *sb, Err *e)
 {
-    int64_t v = d.k;
-    for (int s = 0; s < COIL_MAX_SYMS; s++)
-        if (d.syms >> s & 1)
-            v *= sb->val[s];
-    return v;
+    for (int c = 0; c < p->ncheck; c++) {
+        const Buffer *buf = &p->buf[p->check[c].buf];
+        const Tensor *t = &inputs[buf->index];
+        int64_t bound = dim_value(p->check[c].bound, sb), n = tensor_numel(t);
+        for (int64_t i = 0; i < n; i++) {
+            double v = dtype_load(t->dt, t->data, i);
+            if (v >= 0 && v < (double)bound)
+                continue;
+            err_set(e, ERR_INPUT, "input '%s': element %lld is %.0f, outside [0, %lld): it "
+                    "indexes a table of %lld rows", buf->name, (long long)i, v, (long long)bound,
+                    (long long)bound);
+            return false;
+        }
+    }
+    return true;
 }

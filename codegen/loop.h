@@ -145,12 +145,13 @@ typedef struct Gemm {
     Dim m, n, k;
     GemmOperand a, b, c;
     /* The epilogue: -1, or a pointwise kernel consuming C that runs as part of this step,
-     * right after the product (it is not a step of its own). Its outer space is exactly
-     * [rows, N], rows = the batch dims and M flattened, and it reads C through exactly one
-     * load, expression `epi_load`, at index var0 * N + var1. A backend may fuse it into
-     * the GEMM's tiles: evaluate the kernel at each tile point with that load replaced by
-     * the product's value, storing C itself only when `c_live` (C is an output or a later
-     * step reads it); otherwise it writes C and then runs the kernel. */
+     * right after the product (it is not a step of its own). When epi_load >= 0 its outer
+     * space is exactly [rows, N], rows = the batch dims and M flattened, and it reads C
+     * through exactly one load, expression epi_load, at index var0 * N + var1: a backend
+     * may then fuse it into the GEMM's tiles, evaluating the kernel at each tile point with
+     * that load replaced by the product's value, and storing C itself only when `c_live`
+     * (C is an output or a later step reads it). Otherwise (epi_load == -1, or a backend
+     * that does not fuse) the product is stored in C and the kernel runs after it. */
     int epilogue;
     int epi_load;
     bool c_live;
@@ -178,6 +179,14 @@ typedef struct Buffer {
                            an in-place update: both steps in one interval) */
 } Buffer;
 
+/* An input whose values index a gather: every element must lie in [0, bound). Runners
+ * check before running and report the input; kernels also clamp such an index, so a
+ * value that escapes the check (a computed index) cannot make a load fault. */
+typedef struct IndexCheck {
+    int buf;   /* a BUF_INPUT of an integer dtype */
+    Dim bound;
+} IndexCheck;
+
 typedef enum StepKind { STEP_KERNEL, STEP_GEMM } StepKind;
 
 typedef struct Step {
@@ -197,6 +206,8 @@ typedef struct Program {
     int nkernel;
     Step *step;
     int nstep;
+    IndexCheck *check;
+    int ncheck;
 } Program;
 
 void program_free(Program *p);
@@ -207,17 +218,21 @@ void program_free(Program *p);
  * (a kernel with no outer dims runs once, for begin 0, end 1). Threads split the range. */
 typedef void (*KernelFn)(void *const *bufs, const int64_t *syms, int64_t begin, int64_t end);
 
-/* A GEMM's tile epilogue, compiled from its epilogue kernel (or, without one, the store
- * of C): for i < mr, j < nr, the product's value at row row0 + i, column col0 + j is
- * tile[i * ldt + j]; rows count the batch dims and M flattened, as the epilogue's var0
- * does. It stores C there when the GEMM has no epilogue or c_live, and evaluates the
- * epilogue at (var0, var1) = (row0 + i, col0 + j) with its load of C replaced by the tile's
- * value. Called once per tile, after the last block of K. */
+/* A GEMM's tile epilogue, compiled from its epilogue kernel (or, without a fusable one,
+ * the store of C): for i < mr, j < nr, the product's value at row row0 + i, column
+ * col0 + j is tile[i * ldt + j]; rows count the batch dims and M flattened, as the
+ * epilogue's var0 does. It stores C there when epi_load < 0 or c_live, and when
+ * epi_load >= 0 evaluates the epilogue at (var0, var1) = (row0 + i, col0 + j) with that
+ * load replaced by the tile's value. Called once per tile, after the last block of K. */
 typedef void (*TileFn)(const float *tile, int64_t ldt, void *const *bufs, const int64_t *syms,
                        int64_t row0, int64_t col0, int64_t mr, int64_t nr);
 
 /* Element count of a Dim under symbol values. */
 int64_t dim_value(Dim d, const SymBind *sb);
+
+/* codegen/loop.c: the program's index checks on its inputs (graph order): an error naming
+ * the input, the element and the bound at the first value out of range. */
+bool program_check_inputs(const Program *p, const Tensor *inputs, const SymBind *sb, Err *e);
 
 /* codegen/loop_print.c: the loop IR's text form (what `coil dump --after=lower` prints),
  * malloc'd. Kernels print as nested loops with their expressions named %e<N>. */

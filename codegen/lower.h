@@ -3,13 +3,20 @@
 #define COIL_CODEGEN_LOWER_H
 
 #include "codegen/loop.h"
+#include "passes/fuse.h"
 
 typedef struct LowerOptions {
-    bool fusion; /* false: one kernel per op (--no-fusion), for comparison and bisecting */
+    bool no_fusion; /* one kernel per op, no epilogues (--no-fusion): for comparison */
+    Fusion *plan;   /* when not NULL, receives the fusion plan the program was lowered
+                       from (after any retries); fuse_free it */
 } LowerOptions;
 
-/* Lower g, which must hold only primitives (run the decompose pass first). Errors name
- * the node that cannot be lowered. The program points at g, which must outlive it. */
+/* Lower g, which must hold only primitives (run the decompose pass first): plan the
+ * fusion (passes/fuse.h), lower each group, place results in buffers (in place where a
+ * temporary dies), and order the steps. When a group cannot be lowered as planned (a
+ * reduction read at another index, a view a GEMM cannot stride through) the node is
+ * given a group of its own and planning starts again. Errors name the node. The program
+ * points at g, which must outlive it. o may be NULL (fusion on). */
 Program *loop_lower(const Graph *g, const LowerOptions *o, Err *e);
 
 #endif

@@ -1,0 +1,449 @@
+/* lower.c — a graph of primitives to a Program: the fusion plan's groups become steps in
+ * its order (a GEMM with its epilogue is one step), values get buffers (the leaves' own,
+ * outputs', or temporaries reused in place), and every temporary's lifetime is recorded
+ * for the memory plan. A plan that cannot be lowered as made is retried with the node in
+ * question in a group of its own, so lowering never fuses what it cannot prove right. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/lower_int.h"
+
+/* ---------------------------------------------------------------- growing arrays */
+
+static void *grow(void *arr, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return arr;
+    int c = *cap ? 2 * *cap : 16;
+    void *a = realloc(arr, (size_t)c * size);
+    if (a)
+        *cap = c;
+    return a;
+}
+
+int lower_add_buffer(Lower *L, Buffer b)
+{
+    Program *p = L->p;
+    Buffer *nb = grow(p->buf, &L->cap_buf, p->nbuf, sizeof *nb);
+    int *holds = nb ? realloc(L->buf_holds, (size_t)L->cap_buf * sizeof *holds) : NULL;
+    if (nb)
+        p->buf = nb;
+    if (!holds) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory for %d buffers", p->nbuf);
+        return -1;
+    }
+    L->buf_holds = holds;
+    holds[p->nbuf] = b.kind == BUF_TEMP ? b.index : -1;
+    p->buf[p->nbuf] = b;
+    return p->nbuf++;
+}
+
+int lower_add_kernel(Lower *L, const Kernel *k)
+{
+    Program *p = L->p;
+    Kernel *nk = grow(p->kernel, &L->cap_kernel, p->nkernel, sizeof *nk);
+    if (!nk) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory for %d kernels", p->nkernel);
+        return -1;
+    }
+    p->kernel = nk;
+    p->kernel[p->nkernel] = *k;
+    return p->nkernel++;
+}
+
+static bool add_step(Lower *L, Step s)
+{
+    Program *p = L->p;
+    Step *ns = grow(p->step, &L->cap_step, p->nstep, sizeof *ns);
+    if (!ns) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory for %d steps", p->nstep);
+        return false;
+    }
+    p->step = ns;
+    p->step[p->nstep++] = s;
+    return true;
+}
+
+/* Asked for in this attempt; FORCE_OWN_GROUP from the next plan on. */
+#define FORCE_NEXT 2
+
+bool lower_retry(Lower *L, int node)
+{
+    if (L->force[node] == FORCE_OWN_GROUP) {
+        err_at(L->e, L->g->node[node].loc, "lowering: %s cannot be lowered even on its own",
+               op_info[L->g->node[node].op].name);
+        return false;
+    }
+    if (L->force[node] != FORCE_NEXT)
+        L->nretry++;
+    L->force[node] = FORCE_NEXT;
+    return false;
+}
+
+void lower_index_check(Lower *L, int ids, Dim bound)
+{
+    const Graph *g = L->g;
+    while (op_info[g->node[ids].op].flags & OPF_VIEW || g->node[ids].op == OP_CAST)
+        ids = g->node[ids].in[0];
+    int buf = L->leaf_buf[ids];
+    Program *p = L->p;
+    if (g->node[ids].op != OP_INPUT || buf < 0)
+        return;
+    for (int c = 0; c < p->ncheck; c++)
+        if (p->check[c].buf == buf && dim_eq(p->check[c].bound, bound))
+            return;
+    IndexCheck *nc = grow(p->check, &L->cap_check, p->ncheck, sizeof *nc);
+    if (!nc) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        return;
+    }
+    p->check = nc;
+    p->check[p->ncheck++] = (IndexCheck){buf, bound};
+}
+
+int lower_first_output(const Lower *L, int node)
+{
+    for (int o = 0; o < L->g->noutput; o++)
+        if (L->g->output[o] == node)
+            return o;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- the leaves */
+
+bool too_large(Lower *L, int node)
+{
+    char ty[256];
+    err_at(L->e, L->g->node[node].loc, "lowering: %s has more elements than coil can count "
+           "(a symbol cubed)", type_fmt(L->g, &L->g->node[node].type, ty, sizeof ty));
+    return false;
+}
+
+static bool leaf_buffers(Lower *L)
+{
+    const Graph *g = L->g;
+    int nparam = 0;
+    for (int id = 0; id < g->nnode; id++) {
+        const Node *n = &g->node[id];
+        Buffer b = {.name = node_name(n), .dt = n->type.dt, .first = -1, .last = -1};
+        if (!type_size(&n->type, &b.numel))
+            return too_large(L, id);
+        if (n->op == OP_INPUT) {
+            b.kind = BUF_INPUT;
+            for (int i = 0; i < g->ninput; i++)
+                if (g->input[i] == id)
+                    b.index = i;
+        } else if (n->op == OP_PARAM) {
+            b.kind = BUF_PARAM;
+            b.index = nparam++;
+        } else if (n->op == OP_CONSTANT && node_attr(n, "value")->n > 1) {
+            b.kind = BUF_CONST;
+            b.name = "const";
+            b.data = node_attr(n, "value")->data;
+        } else {
+            continue;
+        }
+        if ((L->leaf_buf[id] = lower_add_buffer(L, b)) < 0)
+            return false;
+    }
+    for (int o = 0; o < g->noutput; o++) {
+        const Type *t = &g->node[g->output[o]].type;
+        Buffer b = {.name = g->output_name[o], .kind = BUF_OUTPUT, .index = o, .dt = t->dt,
+                    .first = -1, .last = -1};
+        if (!type_size(t, &b.numel))
+            return too_large(L, g->output[o]);
+        if ((L->out_buf[o] = lower_add_buffer(L, b)) < 0)
+            return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+/* Each group's step (an epilogue shares its GEMM's), and the last step reading each
+ * stored node. */
+static void number_steps(Lower *L)
+{
+    const Fusion *f = L->f;
+    const Graph *g = L->g;
+    for (int i = 0, s = -1; i < f->ngroup; i++) {
+        int grp = f->order[i];
+        L->step_of[grp] = f->g[grp].gemm >= 0 ? s : ++s;
+    }
+    for (int id = 0; id < g->nnode; id++) {
+        int grp = f->group[id];
+        for (int j = 0; grp >= 0 && j < g->node[id].nin; j++) {
+            int src = g->node[id].in[j];
+            while (f->cls[src] == NC_VIEW)
+                src = g->node[src].in[0];
+            if (f->group[src] >= 0 && f->group[src] != grp && L->step_of[grp] > L->last_read[src])
+                L->last_read[src] = L->step_of[grp];
+        }
+    }
+}
+
+/* The epilogue runs in the GEMM's tiles when its outer space is the GEMM's [rows, N] and
+ * it reads C once, at var0 * N + var1 (lower_kernel checks the index): that load. */
+static int epilogue_load(const Kernel *k, const Gemm *gm, bool identity)
+{
+    if (!identity || k->nouter != 2 || k->ninner != 0 || !dim_eq(k->size[1], gm->n))
+        return -1;
+    for (int id = 0; id < k->nlx; id++)
+        if (k->lx[id].kind == LX_LOAD && k->lx[id].i == gm->c.buf)
+            return id;
+    return -1;
+}
+
+static bool gemm_step(Lower *L, int grp)
+{
+    Step st = {.kind = STEP_GEMM};
+    if (!lower_gemm(L, grp, &st.gemm))
+        return false;
+    int epi = L->f->g[grp].epilogue;
+    if (epi >= 0) {
+        KernelCtx ctx = {L->p->nstep, {st.gemm.a.buf, st.gemm.b.buf}, st.gemm.c.buf, false};
+        int k = lower_kernel(L, epi, &ctx);
+        if (k < 0)
+            return false;
+        st.gemm.epilogue = k;
+        st.gemm.epi_load = epilogue_load(&L->p->kernel[k], &st.gemm, ctx.c_identity);
+    }
+    return add_step(L, st);
+}
+
+static bool kernel_step(Lower *L, int grp)
+{
+    KernelCtx ctx = {L->p->nstep, {-1, -1}, -1, false};
+    int k = lower_kernel(L, grp, &ctx);
+    return k >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = k});
+}
+
+/* A matmul of integers is a loop kernel; of floats a GEMM step. */
+static bool matmul_step(Lower *L, int grp)
+{
+    if (dtype_info[L->f->g[grp].space.dt].is_float)
+        return gemm_step(L, grp);
+    KernelCtx ctx = {L->p->nstep, {-1, -1}, -1, false};
+    int k = lower_contraction(L, grp, &ctx);
+    return k >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = k});
+}
+
+/* An output nothing stored (a matmul's result returned twice): a copy of its value. */
+static bool copy_step(Lower *L, int node, int dst)
+{
+    const Type *t = &L->g->node[node].type;
+    int src = L->leaf_buf[node] >= 0 ? L->leaf_buf[node] : L->node_buf[node];
+    Dim n;
+    if (!type_size(t, &n))
+        return too_large(L, node);
+    KB kb;
+    kb_init(&kb);
+    Kernel k = {.nouter = 1, .size = {n}, .group = -1, .name = "copy"};
+    int v = lx_var(&kb, 0, n);
+    kb_store(&kb, -1, dst, v, lx_load(&kb, src, t->dt, v));
+    bool ok = src >= 0 && kb_finish(&kb, L->p->arena, &k);
+    kb_free(&kb);
+    int ki = ok ? lower_add_kernel(L, &k) : -1;
+    if (!ok && err_ok(L->e))
+        err_set(L->e, ERR_INPUT, "lowering: cannot copy output '%s'", L->p->buf[dst].name);
+    return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki});
+}
+
+static bool stored_by_a_step(const Program *p, int b)
+{
+    for (int s = 0; s < p->nstep; s++) {
+        const Step *st = &p->step[s];
+        if (st->kind == STEP_GEMM && st->gemm.c.buf == b)
+            return true;
+        int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
+        for (int i = 0; k >= 0 && i < p->kernel[k].nstmt; i++)
+            if (p->kernel[k].stmt[i].kind == ST_STORE && p->kernel[k].stmt[i].buf == b)
+                return true;
+    }
+    return false;
+}
+
+static bool copy_unwritten_outputs(Lower *L)
+{
+    for (int o = 0; o < L->g->noutput; o++)
+        if (!stored_by_a_step(L->p, L->out_buf[o]) && !copy_step(L, L->g->output[o], L->out_buf[o]))
+            return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- lifetimes */
+
+static void touch(Program *p, int b, int step)
+{
+    Buffer *buf = &p->buf[b];
+    if (buf->first < 0 || step < buf->first)
+        buf->first = step;
+    if (step > buf->last)
+        buf->last = step;
+}
+
+static void touch_kernel(Program *p, int k, int step)
+{
+    const Kernel *kn = &p->kernel[k];
+    for (int id = 0; id < kn->nlx; id++)
+        if (kn->lx[id].kind == LX_LOAD)
+            touch(p, (int)kn->lx[id].i, step);
+    for (int s = 0; s < kn->nstmt; s++)
+        if (kn->stmt[s].kind == ST_STORE)
+            touch(p, kn->stmt[s].buf, step);
+}
+
+static void lifetimes(Lower *L)
+{
+    Program *p = L->p;
+    for (int s = 0; s < p->nstep; s++) {
+        Step *st = &p->step[s];
+        if (st->kind == STEP_KERNEL) {
+            touch_kernel(p, st->kernel, s);
+            continue;
+        }
+        Gemm *gm = &st->gemm;
+        touch(p, gm->a.buf, s);
+        touch(p, gm->b.buf, s);
+        touch(p, gm->c.buf, s);
+        if (gm->epilogue >= 0)
+            touch_kernel(p, gm->epilogue, s);
+    }
+    for (int s = 0; s < p->nstep; s++) {
+        Gemm *gm = &p->step[s].gemm;
+        if (p->step[s].kind == STEP_GEMM) /* the product is read after this step, or returned */
+            gm->c_live = p->buf[gm->c.buf].kind == BUF_OUTPUT ||
+                         L->last_read[p->buf[gm->c.buf].index] > s;
+    }
+}
+
+/* ---------------------------------------------------------------- one attempt */
+
+static bool lower_once(Lower *L)
+{
+    const Fusion *f = L->f;
+    int n = L->g->nnode + 1;
+    L->leaf_buf = malloc((size_t)n * sizeof(int));
+    L->node_buf = malloc((size_t)n * sizeof(int));
+    L->last_read = malloc((size_t)n * sizeof(int));
+    L->out_buf = malloc(((size_t)L->g->noutput + 1) * sizeof(int));
+    L->step_of = malloc(((size_t)f->ngroup + 1) * sizeof(int));
+    if (!L->leaf_buf || !L->node_buf || !L->last_read || !L->out_buf || !L->step_of) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        L->leaf_buf[i] = L->node_buf[i] = L->last_read[i] = -1;
+    if (!leaf_buffers(L))
+        return false;
+    number_steps(L);
+    for (int i = 0; i < f->ngroup; i++) {
+        int grp = f->order[i];
+        if (f->g[grp].gemm >= 0)
+            continue; /* lowered with its GEMM */
+        bool ok = f->g[grp].kind == FUSE_GEMM ? matmul_step(L, grp) : kernel_step(L, grp);
+        if (!ok && !(L->nretry && err_ok(L->e)))
+            return false; /* with retries asked for, go on: collect them all in one pass */
+    }
+    if (L->nretry)
+        return false;
+    if (!copy_unwritten_outputs(L))
+        return false;
+    lifetimes(L);
+    return true;
+}
+
+static void lower_release(Lower *L)
+{
+    free(L->leaf_buf);
+    free(L->node_buf);
+    free(L->last_read);
+    free(L->out_buf);
+    free(L->step_of);
+    free(L->buf_holds);
+}
+
+static void *arena_copy(Arena *a, const void *src, size_t n)
+{
+    void *dst = arena_alloc(a, n ? n : 1);
+    if (dst && n)
+        memcpy(dst, src, n);
+    return dst;
+}
+
+/* The arrays built with realloc, moved into the program's arena. */
+static bool settle(Program *p)
+{
+    Buffer *b = arena_copy(p->arena, p->buf, (size_t)p->nbuf * sizeof *b);
+    Kernel *k = arena_copy(p->arena, p->kernel, (size_t)p->nkernel * sizeof *k);
+    Step *s = arena_copy(p->arena, p->step, (size_t)p->nstep * sizeof *s);
+    IndexCheck *c = arena_copy(p->arena, p->check, (size_t)p->ncheck * sizeof *c);
+    free(p->buf);
+    free(p->kernel);
+    free(p->step);
+    free(p->check);
+    p->buf = b;
+    p->kernel = k;
+    p->step = s;
+    p->check = c;
+    return b && k && s && c;
+}
+
+static void discard(Program *p)
+{
+    if (!p)
+        return;
+    if (p->arena)
+        arena_free(p->arena);
+    free(p);
+}
+
+/* One plan, lowered: the program, or NULL with *nretry nodes marked in force for the next
+ * plan (or e set). */
+static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, int *nretry, Err *e)
+{
+    Fusion f;
+    FuseOptions fo = {o && o->no_fusion, force};
+    *nretry = 0;
+    if (!fuse_plan(g, &fo, &f, e))
+        return NULL;
+    Program *p = calloc(1, sizeof *p);
+    Lower L = {.g = g, .f = &f, .p = p, .e = e, .force = force};
+    bool ok = p && (p->arena = arena_new()) != NULL;
+    if (!ok)
+        err_set(e, ERR_INPUT, "lowering: out of memory");
+    if (ok) {
+        p->graph = g;
+        bool built = lower_once(&L);
+        ok = settle(p) && built; /* settle frees the realloc'd arrays either way */
+    }
+    *nretry = L.nretry;
+    lower_release(&L);
+    if (ok && o && o->plan)
+        *o->plan = f; /* the caller frees it */
+    else
+        fuse_free(&f);
+    if (ok)
+        return p;
+    discard(p);
+    return NULL;
+}
+
+Program *loop_lower(const Graph *g, const LowerOptions *o, Err *e)
+{
+    uint8_t *force = calloc((size_t)g->nnode + 1, 1);
+    Program *p = NULL;
+    if (!force) {
+        err_set(e, ERR_INPUT, "lowering: out of memory");
+        return NULL;
+    }
+    for (int tries = 0, nretry = 1; !p && nretry && err_ok(e) && tries <= g->nnode; tries++) {
+        for (int id = 0; id < g->nnode; id++)
+            force[id] = force[id] ? FORCE_OWN_GROUP : FORCE_NONE;
+        p = attempt(g, force, o, &nretry, e);
+    }
+    if (!p && err_ok(e))
+        err_set(e, ERR_INPUT, "lowering: graph '%s' found no plan to lower", g->name);
+    free(force);
+    return p;
+}

@@ -1,0 +1,177 @@
+/* lower_gemm.c — a matmul as a GEMM step: each operand's chain of views down to its
+ * buffer read as strides (the index algebra shows the address affine in the loop
+ * variables: a transposed weight is swapped strides, a broadcast batch a zero stride),
+ * C dense; batch dims fold into M when B is shared across them (x[B,T,C] @ W is one
+ * GEMM with M = B*T). */
+#include <string.h>
+
+#include "codegen/lower_int.h"
+
+/* The buffer and strides of operand j of matmul m, read at idx (its dims' loop
+ * variables). False, asking for a retry, when the view is not strided. */
+static bool operand_strides(Gen *G, int m, int j, const int *idx, int nvar, int *buf, Dim *coef,
+                            Dim *offset)
+{
+    int in = G->L->g->node[m].in[j];
+    int v = value_at(G, in, idx);
+    if (v < 0)
+        return false;
+    const Lx *x = &G->kb.lx[v];
+    if (x->kind == LX_LOAD && ix_affine(&G->kb, x->a, nvar, coef, offset)) {
+        *buf = (int)x->i;
+        return true;
+    }
+    lower_retry(G->L, in); /* copy it densely first */
+    return false;
+}
+
+/* idx of operand t (rank r) of a matmul of nb batch dims: its batch dims aligned at the
+ * right with the result's (a stretched 1 reads index 0), then its two matrix dims. */
+static void operand_index(Gen *G, const Type *t, const Type *out, const int *var, int row,
+                          int col, int *idx)
+{
+    int nb = out->rank - 2, lead = nb - (t->rank - 2);
+    for (int d = 0; d < t->rank - 2; d++) {
+        bool stretched = dim_eq(t->dim[d], dim_static(1)) &&
+                         !dim_eq(out->dim[lead + d], dim_static(1));
+        idx[d] = stretched ? lx_int(&G->kb, 0) : var[lead + d];
+    }
+    idx[t->rank - 2] = row;
+    idx[t->rank - 1] = col;
+}
+
+static void set_operand(GemmOperand *o, int buf, const Dim *coef, Dim offset, int nb, int row,
+                        int col)
+{
+    o->buf = buf;
+    o->offset = offset;
+    for (int d = 0; d < nb; d++)
+        o->batch_stride[d] = coef[d];
+    o->row_stride = coef[row];
+    o->col_stride = coef[col];
+}
+
+/* x[B..., M, K] @ W[K, N] with W shared by every batch and A's batches laid out one after
+ * another: one GEMM of M' = B... * M rows. */
+static void fold_batches(Gemm *gm)
+{
+    Dim rows = gm->m, expect;
+    for (int d = gm->nbatch - 1; d >= 0; d--) {
+        if (gm->b.batch_stride[d].k != 0 || !dim_times(rows, gm->a.row_stride, &expect) ||
+            !dim_eq(gm->a.batch_stride[d], expect) || !dim_times(rows, gm->batch[d], &rows))
+            return;
+    }
+    gm->m = rows;
+    gm->nbatch = 0;
+}
+
+static int new_c(Lower *L, int m)
+{
+    int out = lower_first_output(L, m);
+    if (out >= 0)
+        return L->out_buf[out];
+    const Type *t = &L->g->node[m].type;
+    Buffer b = {.name = "c", .kind = BUF_TEMP, .index = m, .dt = t->dt, .first = -1, .last = -1};
+    if (!type_size(t, &b.numel))
+        return too_large(L, m) ? 0 : -1;
+    return lower_add_buffer(L, b);
+}
+
+static bool fill(Gen *G, int m, Gemm *gm)
+{
+    const Graph *g = G->L->g;
+    const Type *out = &g->node[m].type, *ta = &g->node[g->node[m].in[0]].type,
+               *tb = &g->node[g->node[m].in[1]].type;
+    int nb = out->rank - 2, var[COIL_MAX_RANK + 3], ia[COIL_MAX_RANK], ib[COIL_MAX_RANK];
+    Dim coef[COIL_MAX_RANK + 3], offset;
+    Dim k = ta->dim[ta->rank - 1];
+    for (int d = 0; d < nb + 2; d++)
+        var[d] = lx_var(&G->kb, d, out->dim[d]);
+    var[nb + 2] = lx_var(&G->kb, nb + 2, k);
+    int row = var[nb], col = var[nb + 1], kv = var[nb + 2], buf;
+    operand_index(G, ta, out, var, row, kv, ia);
+    operand_index(G, tb, out, var, kv, col, ib);
+    memset(gm, 0, sizeof *gm);
+    if (!operand_strides(G, m, 0, ia, nb + 3, &buf, coef, &offset))
+        return false;
+    set_operand(&gm->a, buf, coef, offset, nb, nb, nb + 2);
+    if (!operand_strides(G, m, 1, ib, nb + 3, &buf, coef, &offset))
+        return false;
+    set_operand(&gm->b, buf, coef, offset, nb, nb + 2, nb + 1);
+    gm->nbatch = nb;
+    memcpy(gm->batch, out->dim, (size_t)nb * sizeof *out->dim);
+    gm->m = out->dim[nb];
+    gm->n = out->dim[nb + 1];
+    gm->k = k;
+    Dim stride = dim_static(1);
+    gm->c.col_stride = stride;
+    gm->c.row_stride = gm->n;
+    dim_times(stride, gm->n, &stride);
+    for (int d = nb; d >= 0; d--) { /* dense: M*N per innermost batch, and so on */
+        dim_times(stride, out->dim[d], &stride);
+        if (d > 0)
+            gm->c.batch_stride[d - 1] = stride;
+    }
+    fold_batches(gm);
+    gm->epilogue = gm->epi_load = -1;
+    return true;
+}
+
+bool lower_gemm(Lower *L, int grp, Gemm *out)
+{
+    int m = -1;
+    for (int id = 0; id < L->g->nnode && m < 0; id++)
+        if (L->f->group[id] == grp)
+            m = id;
+    Gen G;
+    bool ok = m >= 0 && values_init(&G, L, grp) && fill(&G, m, out);
+    if (m >= 0)
+        values_free(&G);
+    if (ok && (out->c.buf = L->node_buf[m] = new_c(L, m)) >= 0)
+        L->buf_holds[out->c.buf] = m;
+    if (!ok && !L->nretry && err_ok(L->e))
+        err_set(L->e, ERR_INPUT, "lowering: out of memory lowering a matmul");
+    return ok && out->c.buf >= 0;
+}
+
+/* An integer matmul (OpenBLAS and the micro-kernels are for floats) as a kernel: a loop
+ * over the result's dims, summing A[.., m, k] * B[.., k, n] over k in i64 (exact, as the
+ * interpreter's f64 is below 2^53), then wrapped to the dtype. */
+int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
+{
+    int m = -1;
+    for (int id = 0; id < L->g->nnode && m < 0; id++)
+        if (L->f->group[id] == grp)
+            m = id;
+    const Graph *g = L->g;
+    const Node *n = &g->node[m];
+    const Type *out = &n->type, *ta = &g->node[n->in[0]].type, *tb = &g->node[n->in[1]].type;
+    int r = out->rank, var[COIL_MAX_RANK + 1], ia[COIL_MAX_RANK], ib[COIL_MAX_RANK];
+    Kernel k = {.group = grp, .nouter = r, .ninner = 1};
+    Gen G;
+    if (!values_init(&G, L, grp)) {
+        values_free(&G);
+        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        return -1;
+    }
+    for (int d = 0; d < r; d++)
+        var[d] = lx_var(&G.kb, d, k.size[d] = out->dim[d]);
+    var[r] = lx_var(&G.kb, r, k.size[r] = ta->dim[ta->rank - 1]);
+    operand_index(&G, ta, out, var, var[r - 2], var[r], ia);
+    operand_index(&G, tb, out, var, var[r], var[r - 1], ib);
+    KB *kb = &G.kb;
+    int a = lx_cast(kb, DT_I64, value_at(&G, n->in[0], ia));
+    int b = lx_cast(kb, DT_I64, value_at(&G, n->in[1], ib));
+    int acc = lx_acc(kb, kb_reduce(kb, 0, OP_SUM, lx_binary(kb, OP_MUL, DT_I64, a, b), r, DT_I64),
+                     DT_I64);
+    kb_store(kb, -1, PENDING_BUF(m), dense_index_at(&G, out, var), lx_cast(kb, out->dt, acc));
+    bool ok = kb_finish(kb, L->p->arena, &k);
+    values_free(&G);
+    if (!ok) {
+        if (err_ok(L->e) && !L->nretry)
+            err_set(L->e, ERR_INPUT, "lowering: out of memory lowering an integer matmul");
+        return -1;
+    }
+    k.name = "contraction";
+    return lower_place(L, &k, ctx);
+}

@@ -1,0 +1,273 @@
+/* lower_kernel.c — a pointwise or row group as one loop kernel: the group's space as loop
+ * variables, each stored member built at its point (full points in the phase after the
+ * accumulators it reads, outer points after every phase), then its buffer chosen: in
+ * place of a buffer this kernel reads for the last time when that is safe, else new. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/lower_int.h"
+
+/* ---------------------------------------------------------------- the space */
+
+/* One loop variable over dims[0..n) of the space, the dims recovered by div and mod
+ * (which the index algebra folds away again where memory is dense). */
+static bool flatten(Gen *G, Kernel *k, const Type *s, const int *dims, int n)
+{
+    Dim prod = dim_static(1), inner = dim_static(1);
+    for (int i = 0; i < n; i++)
+        if (!dim_times(prod, s->dim[dims[i]], &prod))
+            return false;
+    int var = lx_var(&G->kb, k->nouter, prod);
+    k->size[k->nouter++] = prod;
+    for (int i = n - 1; i >= 0; i--) {
+        Dim size = s->dim[dims[i]];
+        G->full[dims[i]] = ix_mod(&G->kb, ix_div(&G->kb, var, inner), size);
+        dim_times(inner, size, &inner);
+    }
+    return true;
+}
+
+static void own_vars(Gen *G, Kernel *k, const Type *s, const int *dims, int n)
+{
+    for (int i = 0; i < n; i++) {
+        G->full[dims[i]] = lx_var(&G->kb, k->nouter, s->dim[dims[i]]);
+        k->size[k->nouter++] = s->dim[dims[i]];
+    }
+}
+
+/* Outer variables: a row group's kept dims flattened into one (rows); a pointwise
+ * group's dims but the last flattened (rows), the last its own (columns, the vector
+ * loop). Inner variables: one per reduced dim, in order. */
+static void setup_space(Gen *G, Kernel *k, const FuseGroup *grp)
+{
+    const Type *s = &grp->space;
+    unsigned inner = grp->kind == FUSE_ROW ? grp->inner : 0;
+    int kept[COIL_MAX_RANK], nk = 0, reduced[COIL_MAX_RANK], nr = 0;
+    for (int d = 0; d < s->rank; d++) {
+        if (inner >> d & 1)
+            reduced[nr++] = d;
+        else
+            kept[nk++] = d;
+    }
+    int merge = grp->kind == FUSE_ROW ? nk : nk - 1;
+    if (merge > 1 && !flatten(G, k, s, kept, merge))
+        own_vars(G, k, s, kept, merge);
+    else if (merge == 1)
+        own_vars(G, k, s, kept, 1);
+    if (merge < 0)
+        merge = 0;
+    own_vars(G, k, s, kept + merge, nk - merge);
+    for (int j = 0; j < nr; j++) {
+        int v = k->nouter + j;
+        G->inner_var[reduced[j]] = v;
+        G->full[reduced[j]] = lx_var(&G->kb, v, s->dim[reduced[j]]);
+        k->size[v] = s->dim[reduced[j]];
+    }
+    k->ninner = nr;
+}
+
+/* ---------------------------------------------------------------- roots */
+
+/* A stored member's point: the full point when it has the space's shape, else the outer
+ * point (the reduced dims at 0 when kept, dropped when not). */
+static bool root_index(const Gen *G, const FuseGroup *grp, const Type *t, int *idx, KB *kb)
+{
+    if (grp->kind == FUSE_POINTWISE || type_same_shape(t, &grp->space)) {
+        memcpy(idx, G->full, (size_t)t->rank * sizeof *idx);
+        return true;
+    }
+    bool keep = t->rank == grp->space.rank;
+    for (int d = 0, k = 0; d < grp->space.rank; d++) {
+        if (!(grp->inner >> d & 1))
+            idx[k++] = G->full[d];
+        else if (keep)
+            idx[k++] = lx_int(kb, 0);
+    }
+    return false;
+}
+
+static bool store_roots(Gen *G, const FuseGroup *grp)
+{
+    Lower *L = G->L;
+    const Graph *g = L->g;
+    for (int id = 0; id < g->nnode; id++) {
+        if (L->f->group[id] != G->grp || !L->f->stored[id])
+            continue;
+        const Type *t = &g->node[id].type;
+        int idx[COIL_MAX_RANK];
+        bool full = root_index(G, grp, t, idx, &G->kb);
+        int v = value_at(G, id, idx), index = dense_index_at(G, t, idx);
+        if (v < 0 || index < 0)
+            return false;
+        int phase = grp->kind == FUSE_ROW && full ? G->kb.phase_of[v] + 1 : -1;
+        kb_store(&G->kb, phase, PENDING_BUF(id), index, v);
+        for (int o = 0; o < g->noutput; o++) /* returned again under another name */
+            if (g->output[o] == id && L->out_buf[o] != L->out_buf[lower_first_output(L, id)])
+                kb_store(&G->kb, phase, L->out_buf[o], index, v);
+    }
+    return !G->kb.oom;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+/* Whether the value of expression id depends on a load of buffer b, per expression. */
+static void loads_of(const Kernel *k, int b, bool *dep)
+{
+    for (int id = 0; id < k->nlx; id++) {
+        const Lx *x = &k->lx[id];
+        dep[id] = (x->kind == LX_LOAD && x->i == b) || (x->a >= 0 && dep[x->a]) ||
+                  (x->b >= 0 && dep[x->b]) || (x->c >= 0 && dep[x->c]);
+    }
+}
+
+/* Statement s may write buffer b in place of its own when every load of b reads the very
+ * element s writes, no later statement reads b, and nothing else here writes b. */
+static bool safe_in_place(const Kernel *k, int s, int b, bool *dep)
+{
+    const LStmt *st = &k->stmt[s];
+    for (int id = 0; id < k->nlx; id++)
+        if (k->lx[id].kind == LX_LOAD && k->lx[id].i == b && k->lx[id].a != st->index)
+            return false;
+    loads_of(k, b, dep);
+    for (int t = 0; t < k->nstmt; t++) {
+        const LStmt *u = &k->stmt[t];
+        bool reads = dep[u->value] || (u->kind == ST_STORE && dep[u->index]);
+        if ((t > s && reads) || (u->kind == ST_STORE && u->buf == b))
+            return false;
+    }
+    return true;
+}
+
+/* A temporary this kernel reads for the last time, of node's dtype and size, not one of
+ * `busy` (a GEMM's operands, read while its epilogue writes). */
+static int in_place(Lower *L, const Kernel *k, int s, int node, int step, const int *busy,
+                    bool *dep)
+{
+    const Type *t = &L->g->node[node].type;
+    Dim numel;
+    bool sized = type_size(t, &numel);
+    for (int id = 0; sized && id < k->nlx; id++) {
+        int b = (int)k->lx[id].i;
+        if (k->lx[id].kind != LX_LOAD || b == busy[0] || b == busy[1])
+            continue;
+        const Buffer *buf = &L->p->buf[b];
+        if (buf->kind == BUF_TEMP && buf->dt == t->dt && dim_eq(buf->numel, numel) &&
+            L->last_read[L->buf_holds[b]] == step && safe_in_place(k, s, b, dep))
+            return b;
+    }
+    return -1;
+}
+
+static int new_temp(Lower *L, int node)
+{
+    const Type *t = &L->g->node[node].type;
+    char *name = arena_alloc(L->p->arena, 16);
+    if (name)
+        snprintf(name, 16, "t%d", node);
+    Buffer b = {.name = name, .kind = BUF_TEMP, .index = node, .dt = t->dt, .first = -1,
+                .last = -1};
+    if (!type_size(t, &b.numel))
+        return too_large(L, node) ? 0 : -1;
+    return lower_add_buffer(L, b);
+}
+
+/* Give every pending store its buffer: the output's, one in place, or a new temporary. */
+static bool resolve_buffers(Lower *L, Kernel *k, int step, const int *busy)
+{
+    bool *dep = malloc(((size_t)k->nlx + 1) * sizeof *dep);
+    bool ok = dep != NULL;
+    for (int s = 0; ok && s < k->nstmt; s++) {
+        LStmt *st = &k->stmt[s];
+        if (st->kind != ST_STORE || st->buf >= 0)
+            continue;
+        int node = PENDING_NODE(st->buf);
+        if (L->node_buf[node] < 0) {
+            int out = lower_first_output(L, node);
+            int b = out >= 0 ? L->out_buf[out] : in_place(L, k, s, node, step, busy, dep);
+            L->node_buf[node] = b >= 0 ? b : new_temp(L, node);
+            if (L->node_buf[node] >= 0)
+                L->buf_holds[L->node_buf[node]] = node;
+        }
+        st->buf = L->node_buf[node];
+        ok = st->buf >= 0;
+    }
+    free(dep);
+    if (!ok)
+        err_set(L->e, ERR_INPUT, "lowering: out of memory choosing buffers");
+    return ok;
+}
+
+/* ---------------------------------------------------------------- the kernel */
+
+/* Too many phases: the reduction in the last one gets a group of its own. */
+static void split_phases(Gen *G)
+{
+    for (int id = 0; id < G->L->g->nnode; id++)
+        if (G->acc[id] >= 0 && G->kb.stmt_phase[G->acc[id]] >= LOOP_MAX_PHASES - 1) {
+            lower_retry(G->L, id);
+            return;
+        }
+}
+
+static const char *kernel_name(Lower *L, int index, int grp)
+{
+    const char *what = "copy";
+    for (int id = L->g->nnode - 1; id >= 0; id--)
+        if (L->f->group[id] == grp && L->f->stored[id]) {
+            what = op_info[L->g->node[id].op].name;
+            break;
+        }
+    char *name = arena_alloc(L->p->arena, 48);
+    if (name)
+        snprintf(name, 48, "k%d_%s", index, what);
+    return name;
+}
+
+/* Whether the kernel's only load of buffer c is at var0 * N + var1 (N its var1 extent). */
+static bool reads_c_at_point(Gen *G, const Kernel *k, int c)
+{
+    if (k->nouter != 2 || k->ninner != 0)
+        return false;
+    int var[2] = {lx_var(&G->kb, 0, k->size[0]), lx_var(&G->kb, 1, k->size[1])};
+    Dim stride[2] = {k->size[1], dim_static(1)};
+    int point = ix_linear(&G->kb, 2, var, stride, dim_static(0)), loads = 0;
+    for (int id = 0; id < G->kb.nlx; id++)
+        if (G->kb.lx[id].kind == LX_LOAD && G->kb.lx[id].i == c) {
+            if (G->kb.lx[id].a != point)
+                return false;
+            loads++;
+        }
+    return loads == 1;
+}
+
+int lower_kernel(Lower *L, int grp, KernelCtx *ctx)
+{
+    Gen G;
+    Kernel k = {.group = grp};
+    const FuseGroup *fg = &L->f->g[grp];
+    bool ok = values_init(&G, L, grp);
+    if (ok) {
+        setup_space(&G, &k, fg);
+        ok = store_roots(&G, fg);
+        if (ok && ctx->c_buf >= 0)
+            ctx->c_identity = reads_c_at_point(&G, &k, ctx->c_buf);
+        ok = ok && kb_finish(&G.kb, L->p->arena, &k);
+        if (!ok && !L->nretry && !G.kb.oom && err_ok(L->e))
+            split_phases(&G);
+    }
+    if (!ok && !L->nretry && err_ok(L->e))
+        err_set(L->e, ERR_INPUT, "lowering: out of memory building a kernel");
+    values_free(&G);
+    if (!ok)
+        return -1;
+    k.name = kernel_name(L, L->p->nkernel, grp);
+    return lower_place(L, &k, ctx);
+}
+
+int lower_place(Lower *L, Kernel *k, const KernelCtx *ctx)
+{
+    if (!resolve_buffers(L, k, ctx->step, ctx->busy))
+        return -1;
+    return lower_add_kernel(L, k);
+}

@@ -1,0 +1,770 @@
+/* fuse.c — the fusion plan: nodes grouped into kernels, consumers first.
+ *
+ * Nodes are visited from the last to the first, so every consumer of a node has its group
+ * when the node is decided. A node whose consumers all sit in one group, and that fits
+ * that group's iteration space, joins it and is computed inline (never stored). A node
+ * that must be stored — an output, a matmul operand, a value several groups read — joins
+ * one of its consumers' groups as a stored root when it fits and no cycle of groups
+ * results, else starts a group of its own. Reductions join a group whose space is their
+ * operand's shape and whose inner axes are theirs, turning a pointwise group into a row
+ * group (softmax, layer_norm, cross_entropy each become one kernel of a few phases).
+ * Afterwards a GEMM takes a pointwise group reading its result at the same index as its
+ * epilogue, and groups of one space that read a common buffer merge (horizontal fusion).
+ * Views are never grouped: lowering turns them into index expressions wherever used. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/fuse.h"
+
+/* Working state: the plan being built, users, and each group's members as a list. */
+typedef struct Plan {
+    const Graph *g;
+    Fusion *f;
+    const FuseOptions *o;
+    bool *output;     /* per node: a graph output */
+    bool *operand;    /* per node: read by a matmul (through views): must be a buffer */
+    int *user_start;  /* CSR of direct users */
+    int *user;
+    int *next;        /* per node: the next member of its group, -1 at the end */
+    int *head;        /* per group: its first member */
+    int cap_group;
+    int *mark;        /* per node: DFS visit stamp */
+    int stamp;
+    int *stack;       /* DFS stack */
+    int *scratch;     /* a node's reader groups */
+} Plan;
+
+/* ---------------------------------------------------------------- classes */
+
+unsigned reduce_axes(const Node *n, int rank)
+{
+    const Attr *a = node_attr(n, n->op == OP_ARGMAX ? "axis" : "axes");
+    unsigned mask = 0;
+    if (n->op == OP_ARGMAX) {
+        int axis;
+        return axis_norm(a->i, rank, &axis) ? 1u << axis : 0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        int axis;
+        if (axis_norm(a->ints[i], rank, &axis))
+            mask |= 1u << axis;
+    }
+    return a->n ? mask : (rank ? (1u << rank) - 1 : 0);
+}
+
+static bool is_view(const Node *n) { return op_info[n->op].flags & OPF_VIEW; }
+
+/* copy: the node must have a buffer of its own even if it is a view or a leaf (an
+ * output, or what lowering asked for). */
+static NodeClass classify(const Graph *g, int id, bool copy)
+{
+    const Node *n = &g->node[id];
+    unsigned fl = op_info[n->op].flags;
+    if (copy && (fl & (OPF_VIEW | OPF_LEAF)))
+        return NC_ELEMENT; /* stored by a copy kernel */
+    if (n->op == OP_INPUT || n->op == OP_PARAM)
+        return NC_BUFFER;
+    if (n->op == OP_CONSTANT)
+        return node_attr(n, "value")->n > 1 ? NC_BUFFER : NC_INLINE;
+    if (fl & OPF_LEAF)
+        return NC_INLINE;
+    if (fl & OPF_VIEW)
+        return NC_VIEW;
+    if (fl & OPF_REDUCE)
+        return NC_REDUCE;
+    if (n->op == OP_MATMUL)
+        return NC_MATMUL;
+    if (fl & OPF_COMPOSITE)
+        return NC_DEAD; /* rejected by fuse_plan */
+    return NC_ELEMENT;
+}
+
+static bool is_compute(NodeClass c) { return c == NC_ELEMENT || c == NC_REDUCE || c == NC_MATMUL; }
+
+/* Live nodes (what an output needs), which feed a matmul (those need a buffer: an inline
+ * leaf or a view there is stored by a copy when lowering cannot read it in place), and
+ * every node's class. */
+static void classify_all(Plan *p, bool *live)
+{
+    const Graph *g = p->g;
+    for (int i = 0; i < g->noutput; i++)
+        p->output[g->output[i]] = live[g->output[i]] = true;
+    for (int id = g->nnode - 1; id >= 0; id--)
+        for (int j = 0; live[id] && j < g->node[id].nin; j++)
+            live[g->node[id].in[j]] = true;
+    for (int id = g->nnode - 1; id >= 0; id--) {
+        const Node *n = &g->node[id];
+        bool feeds = n->op == OP_MATMUL || (is_view(n) && p->operand[id]);
+        for (int j = 0; feeds && live[id] && j < n->nin; j++)
+            p->operand[n->in[j]] = true;
+    }
+    for (int id = 0; id < g->nnode; id++) {
+        bool forced = p->o->force && p->o->force[id] == FORCE_OWN_GROUP;
+        NodeClass c = live[id] ? classify(g, id, p->output[id] || forced) : NC_DEAD;
+        p->f->cls[id] = c == NC_INLINE && p->operand[id] ? NC_ELEMENT : c;
+    }
+}
+
+static bool build_users(Plan *p)
+{
+    const Graph *g = p->g;
+    int total = 0;
+    for (int id = 0; id < g->nnode; id++)
+        total += g->node[id].nin;
+    p->user_start = calloc((size_t)g->nnode + 2, sizeof(int));
+    p->user = malloc(((size_t)total + 1) * sizeof(int));
+    if (!p->user_start || !p->user)
+        return false;
+    for (int id = 0; id < g->nnode; id++)
+        for (int j = 0; j < g->node[id].nin; j++)
+            p->user_start[g->node[id].in[j] + 2]++;
+    for (int id = 0; id < g->nnode; id++)
+        p->user_start[id + 2] += p->user_start[id + 1];
+    for (int id = 0; id < g->nnode; id++)
+        for (int j = 0; j < g->node[id].nin; j++)
+            p->user[p->user_start[g->node[id].in[j] + 1]++] = id;
+    return true;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+static int new_group(Plan *p, FuseKind kind, const Type *space, unsigned inner)
+{
+    Fusion *f = p->f;
+    if (f->ngroup == p->cap_group) {
+        int cap = p->cap_group ? 2 * p->cap_group : 64;
+        FuseGroup *ng = realloc(f->g, (size_t)cap * sizeof *ng);
+        int *nh = ng ? realloc(p->head, (size_t)cap * sizeof *nh) : NULL;
+        if (ng)
+            f->g = ng;
+        if (!nh)
+            return -1;
+        p->head = nh;
+        p->cap_group = cap;
+    }
+    f->g[f->ngroup] = (FuseGroup){kind, *space, inner, -1, -1};
+    p->head[f->ngroup] = -1;
+    return f->ngroup++;
+}
+
+static void join(Plan *p, int id, int grp, bool stored)
+{
+    p->f->group[id] = grp;
+    p->f->stored[id] = stored;
+    p->next[id] = p->head[grp];
+    p->head[grp] = id;
+}
+
+/* The operand reached through a chain of views (a compute node, a leaf). */
+static int through_views(const Graph *g, const Fusion *f, int id)
+{
+    while (f->cls[id] == NC_VIEW)
+        id = g->node[id].in[0];
+    return id;
+}
+
+/* Calls fn for each compute node that reads id, looking through views (an output view
+ * is both a reader — its copy — and transparent for its own readers). */
+typedef void (*UserFn)(Plan *p, int user, void *ctx);
+
+static void each_user(Plan *p, int id, UserFn fn, void *ctx)
+{
+    for (int k = p->user_start[id]; k < p->user_start[id + 1]; k++) {
+        int u = p->user[k];
+        if (p->f->cls[u] == NC_DEAD)
+            continue;
+        if (is_view(&p->g->node[u])) {
+            if (p->f->cls[u] == NC_ELEMENT)
+                fn(p, u, ctx);
+            each_user(p, u, fn, ctx);
+        } else if (is_compute(p->f->cls[u])) {
+            fn(p, u, ctx);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- shapes */
+
+/* s with the axes in mask set to 1 (keep) or dropped. */
+static Type reduced(const Type *s, unsigned mask, bool keep)
+{
+    Type r = {.dt = s->dt};
+    for (int d = 0; d < s->rank; d++)
+        if (!(mask >> d & 1))
+            r.dim[r.rank++] = s->dim[d];
+        else if (keep)
+            r.dim[r.rank++] = dim_static(1);
+    return r;
+}
+
+/* t is the shape of a value at the outer points of a row space. */
+static bool outer_shape(const Type *t, const Type *s, unsigned inner)
+{
+    Type a = reduced(s, inner, true), b = reduced(s, inner, false);
+    return type_same_shape(t, &a) || type_same_shape(t, &b);
+}
+
+/* t broadcasts into s (numpy, aligned at the right): each dim equal or a static 1. */
+static bool broadcasts_into(const Type *t, const Type *s)
+{
+    int lead = s->rank - t->rank;
+    for (int d = 0; lead >= 0 && d < t->rank; d++)
+        if (!dim_eq(t->dim[d], s->dim[lead + d]) && !dim_eq(t->dim[d], dim_static(1)))
+            return false;
+    return lead >= 0;
+}
+
+/* t's element count as k * symbols; false when a symbol repeats. */
+static bool count(const Type *t, Dim *n)
+{
+    *n = dim_static(1);
+    for (int d = 0; d < t->rank; d++) {
+        if ((n->syms & t->dim[d].syms) || __builtin_mul_overflow(n->k, t->dim[d].k, &n->k))
+            return false;
+        n->syms |= t->dim[d].syms;
+    }
+    return true;
+}
+
+/* t has at least as many elements as s: computed inline where a view of it is read (a
+ * transpose, a reshape, a slice), each of its elements costs at most once per point. */
+static bool covers(const Type *t, const Type *s)
+{
+    Dim a, b;
+    return count(t, &a) && count(s, &b) && a.syms == b.syms && a.k >= b.k;
+}
+
+/* ---------------------------------------------------------------- decisions */
+
+static const Type *operand_type(const Plan *p, int id, int j)
+{
+    return &p->g->node[p->g->node[id].in[j]].type;
+}
+
+/* Whether node id can be computed in group grp: inline (every value it gives is used
+ * there) or stored (it also writes its buffer, so its shape must be a point of the
+ * space). A reduction fits a row group over its operand with its axes, or a pointwise
+ * group over its operand or over its result, which then becomes that row group. */
+static bool fits(const Plan *p, int id, int grp, bool stored)
+{
+    const Node *n = &p->g->node[id];
+    const FuseGroup *G = &p->f->g[grp];
+    if (G->kind == FUSE_GEMM)
+        return false;
+    if (p->f->cls[id] == NC_ELEMENT) {
+        if (type_same_shape(&n->type, &G->space))
+            return true;
+        if (G->kind == FUSE_ROW && outer_shape(&n->type, &G->space, G->inner))
+            return true;
+        return !stored && (broadcasts_into(&n->type, &G->space) || covers(&n->type, &G->space));
+    }
+    const Type *in = operand_type(p, id, 0);
+    unsigned mask = reduce_axes(n, in->rank);
+    if (mask == 0)
+        return false;
+    if (G->kind == FUSE_ROW)
+        return type_same_shape(in, &G->space) && mask == G->inner;
+    return type_same_shape(in, &G->space) || type_same_shape(&n->type, &G->space);
+}
+
+static void join_fitting(Plan *p, int id, int grp, bool stored)
+{
+    FuseGroup *G = &p->f->g[grp];
+    const Node *n = &p->g->node[id];
+    if (p->f->cls[id] == NC_REDUCE && G->kind == FUSE_POINTWISE) {
+        const Type *in = operand_type(p, id, 0);
+        *G = (FuseGroup){FUSE_ROW, *in, reduce_axes(n, in->rank), -1, -1};
+    }
+    join(p, id, grp, stored);
+}
+
+/* Whether a member of group `from` reads, through any chain of nodes above `floor`, a
+ * member of group `to`. Consumers are decided first, so every node on such a chain is. */
+static bool reaches(Plan *p, int from, int to, int floor)
+{
+    int sp = 0;
+    p->stamp++;
+    for (int m = p->head[from]; m >= 0; m = p->next[m]) {
+        p->mark[m] = p->stamp;
+        p->stack[sp++] = m;
+    }
+    while (sp) {
+        const Node *n = &p->g->node[p->stack[--sp]];
+        for (int j = 0; j < n->nin; j++) {
+            int o = n->in[j];
+            if (o <= floor || p->mark[o] == p->stamp)
+                continue;
+            if (p->f->group[o] == to)
+                return true;
+            p->mark[o] = p->stamp;
+            p->stack[sp++] = o;
+        }
+    }
+    return false;
+}
+
+/* The distinct groups of a node's readers. */
+typedef struct GroupSet {
+    int *g;
+    int n;
+} GroupSet;
+
+static void add_user_group(Plan *p, int user, void *ctx)
+{
+    GroupSet *s = ctx;
+    int grp = p->f->group[user];
+    for (int i = 0; i < s->n; i++)
+        if (s->g[i] == grp)
+            return;
+    s->g[s->n++] = grp;
+}
+
+/* Storing node id in grp makes every other reader's group depend on grp: none of them
+ * may be something grp itself depends on. */
+static bool makes_cycle(Plan *p, int id, int grp, const GroupSet *readers)
+{
+    for (int i = 0; i < readers->n; i++)
+        if (readers->g[i] != grp && reaches(p, grp, readers->g[i], id))
+            return true;
+    return false;
+}
+
+/* A stored node joins a reader's group where it fits, row groups first (the value a
+ * normalisation reads and a residual add reuses is computed once, in the norm). */
+static bool join_a_reader(Plan *p, int id, const GroupSet *readers)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < readers->n; i++) {
+            int grp = readers->g[i];
+            if ((p->f->g[grp].kind == FUSE_ROW) != (pass == 0))
+                continue;
+            if (fits(p, id, grp, true) && !makes_cycle(p, id, grp, readers)) {
+                join_fitting(p, id, grp, true);
+                return true;
+            }
+        }
+    return false;
+}
+
+static bool own_group(Plan *p, int id)
+{
+    const Node *n = &p->g->node[id];
+    NodeClass c = p->f->cls[id];
+    int grp;
+    if (c == NC_MATMUL)
+        grp = new_group(p, FUSE_GEMM, &n->type, 0);
+    else if (c == NC_REDUCE) {
+        const Type *in = operand_type(p, id, 0);
+        grp = new_group(p, FUSE_ROW, in, reduce_axes(n, in->rank));
+    } else
+        grp = new_group(p, FUSE_POINTWISE, &n->type, 0);
+    if (grp >= 0)
+        join(p, id, grp, true);
+    return grp >= 0;
+}
+
+static bool decide(Plan *p, int id, int *scratch)
+{
+    GroupSet readers = {scratch, 0};
+    if (p->f->cls[id] == NC_MATMUL)
+        return own_group(p, id);
+    each_user(p, id, add_user_group, &readers);
+    bool forced = p->o->off || (p->o->force && p->o->force[id] == FORCE_OWN_GROUP);
+    bool store = forced || p->output[id] || p->operand[id] || readers.n != 1;
+    if (!store && fits(p, id, readers.g[0], false)) {
+        join_fitting(p, id, readers.g[0], false);
+        return true;
+    }
+    if (!forced && join_a_reader(p, id, &readers))
+        return true;
+    return own_group(p, id);
+}
+
+/* ---------------------------------------------------------------- epilogues */
+
+/* Group grp reads matmul m only as a same-shape pointwise operand (so at the very index
+ * it computes), and through no other group: it can run inside m's tiles. */
+static bool reads_only_at_identity(Plan *p, int grp, int m)
+{
+    const Type *c = &p->g->node[m].type;
+    for (int k = p->user_start[m]; k < p->user_start[m + 1]; k++) {
+        int u = p->user[k];
+        if (p->f->cls[u] == NC_DEAD || p->f->group[u] != grp)
+            continue;
+        const Node *n = &p->g->node[u];
+        if (!(op_info[n->op].flags & OPF_POINTWISE) || !type_same_shape(&n->type, c))
+            return false;
+    }
+    for (int x = p->head[grp]; x >= 0; x = p->next[x]) { /* a view of m read in grp */
+        const Node *n = &p->g->node[x];
+        for (int j = 0; j < n->nin; j++)
+            if (p->f->cls[n->in[j]] == NC_VIEW && through_views(p->g, p->f, n->in[j]) == m)
+                return false;
+    }
+    return true;
+}
+
+/* No path from grp to m's group other than grp's direct reads of m. */
+static bool depends_only_directly(Plan *p, int grp, int m)
+{
+    int sp = 0, gm = p->f->group[m];
+    p->stamp++;
+    for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
+        p->mark[x] = p->stamp;
+        p->stack[sp++] = x;
+    }
+    while (sp) {
+        int x = p->stack[--sp];
+        const Node *n = &p->g->node[x];
+        for (int j = 0; j < n->nin; j++) {
+            int o = n->in[j];
+            if (p->f->group[o] == gm && p->f->group[x] != grp)
+                return false; /* reached m through another group */
+            if (o == m || p->mark[o] == p->stamp)
+                continue;
+            p->mark[o] = p->stamp;
+            p->stack[sp++] = o;
+        }
+    }
+    return true;
+}
+
+static void choose_epilogues(Plan *p, int *scratch)
+{
+    Fusion *f = p->f;
+    for (int gm = 0; gm < f->ngroup; gm++) {
+        if (f->g[gm].kind != FUSE_GEMM || !dtype_info[f->g[gm].space.dt].is_float)
+            continue; /* an integer matmul is a loop kernel, with no epilogue */
+        int m = p->head[gm];
+        GroupSet readers = {scratch, 0};
+        each_user(p, m, add_user_group, &readers);
+        for (int i = 0; i < readers.n; i++) {
+            int grp = readers.g[i];
+            FuseGroup *G = &f->g[grp];
+            if (G->kind != FUSE_POINTWISE || G->gemm >= 0 ||
+                !type_same_shape(&G->space, &p->g->node[m].type) ||
+                !reads_only_at_identity(p, grp, m) || !depends_only_directly(p, grp, m))
+                continue;
+            f->g[gm].epilogue = grp;
+            G->gemm = gm;
+            break;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- horizontal fusion */
+
+/* Whether groups a and b read a common buffer (a leaf or another group's stored node). */
+static bool share_a_read(Plan *p, int a, int b)
+{
+    p->stamp++;
+    int stamp_a = p->stamp;
+    for (int pass = 0; pass < 2; pass++)
+        for (int x = p->head[pass ? b : a]; x >= 0; x = p->next[x]) {
+            const Node *n = &p->g->node[x];
+            for (int j = 0; j < n->nin; j++) {
+                int o = through_views(p->g, p->f, n->in[j]);
+                bool buffer = p->f->cls[o] == NC_BUFFER ||
+                              (p->f->stored[o] && p->f->group[o] != a && p->f->group[o] != b);
+                if (!buffer)
+                    continue;
+                if (pass == 1 && p->mark[o] == stamp_a)
+                    return true;
+                if (pass == 0)
+                    p->mark[o] = stamp_a;
+            }
+        }
+    return false;
+}
+
+static bool same_space(const FuseGroup *a, const FuseGroup *b)
+{
+    return a->kind == b->kind && a->kind != FUSE_GEMM && a->gemm < 0 && b->gemm < 0 &&
+           a->inner == b->inner && type_same_shape(&a->space, &b->space);
+}
+
+static void merge_into(Plan *p, int a, int b)
+{
+    int last = -1;
+    for (int x = p->head[b]; x >= 0; x = p->next[x]) {
+        p->f->group[x] = a;
+        last = x;
+    }
+    if (last >= 0) {
+        p->next[last] = p->head[a];
+        p->head[a] = p->head[b];
+    }
+    p->head[b] = -1;
+}
+
+/* Siblings: groups of one space reading a common buffer, neither needing the other. */
+static void merge_siblings(Plan *p)
+{
+    Fusion *f = p->f;
+    for (int a = 0; a < f->ngroup; a++)
+        for (int b = a + 1; p->head[a] >= 0 && b < f->ngroup; b++)
+            if (p->head[b] >= 0 && same_space(&f->g[a], &f->g[b]) && share_a_read(p, a, b) &&
+                !reaches(p, a, b, -1) && !reaches(p, b, a, -1))
+                merge_into(p, a, b);
+}
+
+/* Drop emptied groups, renumbering the rest (and the epilogue links). */
+static void compact_groups(Plan *p)
+{
+    Fusion *f = p->f;
+    int *renum = p->stack, n = 0;
+    for (int i = 0; i < f->ngroup; i++)
+        renum[i] = p->head[i] >= 0 ? n++ : -1;
+    for (int i = 0; i < f->ngroup; i++) {
+        if (renum[i] < 0)
+            continue;
+        FuseGroup G = f->g[i];
+        G.epilogue = G.epilogue >= 0 ? renum[G.epilogue] : -1;
+        G.gemm = G.gemm >= 0 ? renum[G.gemm] : -1;
+        f->g[renum[i]] = G;
+        p->head[renum[i]] = p->head[i];
+    }
+    for (int id = 0; id < f->nnode; id++)
+        if (f->group[id] >= 0)
+            f->group[id] = renum[f->group[id]];
+    f->ngroup = n;
+}
+
+/* ---------------------------------------------------------------- order */
+
+/* The group a group is scheduled with: an epilogue runs inside its GEMM's step. */
+static int unit_of(const Fusion *f, int grp) { return f->g[grp].gemm >= 0 ? f->g[grp].gemm : grp; }
+
+typedef struct Order {
+    Plan *p;
+    char *state; /* per group: 0 new, 1 visiting, 2 done */
+    int n;
+} Order;
+
+static void visit(Order *o, int unit);
+
+/* Visit the units that group grp's members read. */
+static void visit_deps(Order *o, int grp, int unit)
+{
+    const Plan *p = o->p;
+    for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
+        const Node *n = &p->g->node[x];
+        for (int j = 0; j < n->nin; j++) {
+            int src = through_views(p->g, p->f, n->in[j]);
+            int dep = p->f->group[src];
+            if (dep >= 0 && unit_of(p->f, dep) != unit)
+                visit(o, unit_of(p->f, dep));
+        }
+    }
+}
+
+static void visit(Order *o, int unit)
+{
+    if (o->state[unit])
+        return; /* done, or a cycle (impossible by construction) */
+    o->state[unit] = 1;
+    Fusion *f = o->p->f;
+    visit_deps(o, unit, unit);
+    if (f->g[unit].epilogue >= 0)
+        visit_deps(o, f->g[unit].epilogue, unit);
+    o->state[unit] = 2;
+    f->order[o->n++] = unit;
+    if (f->g[unit].epilogue >= 0)
+        f->order[o->n++] = f->g[unit].epilogue;
+}
+
+static bool order_groups(Plan *p)
+{
+    Fusion *f = p->f;
+    Order o = {p, calloc((size_t)f->ngroup + 1, 1), 0};
+    f->order = malloc(((size_t)f->ngroup + 1) * sizeof *f->order);
+    if (!o.state || !f->order) {
+        free(o.state);
+        return false;
+    }
+    for (int grp = 0; grp < f->ngroup; grp++)
+        if (f->g[grp].gemm < 0)
+            visit(&o, grp);
+    free(o.state);
+    return o.n == f->ngroup;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+static void plan_free(Plan *p)
+{
+    free(p->output);
+    free(p->operand);
+    free(p->user_start);
+    free(p->user);
+    free(p->next);
+    free(p->head);
+    free(p->mark);
+    free(p->stack);
+    free(p->scratch);
+}
+
+static bool plan_alloc(Plan *p, Fusion *f)
+{
+    size_t n = (size_t)p->g->nnode + 1;
+    f->nnode = p->g->nnode;
+    f->cls = calloc(n, sizeof *f->cls);
+    f->group = malloc(n * sizeof *f->group);
+    f->stored = calloc(n, sizeof *f->stored);
+    p->output = calloc(n, sizeof *p->output);
+    p->operand = calloc(n, sizeof *p->operand);
+    p->next = malloc(n * sizeof *p->next);
+    p->mark = calloc(n, sizeof *p->mark);
+    p->stack = malloc(n * sizeof *p->stack);
+    p->scratch = malloc(n * sizeof *p->scratch);
+    if (!p->scratch || !f->cls || !f->group || !f->stored || !p->output || !p->operand || !p->next || !p->mark ||
+        !p->stack || !build_users(p))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        f->group[i] = p->next[i] = -1;
+    return true;
+}
+
+static bool no_composites(const Graph *g, Err *e)
+{
+    for (int id = 0; id < g->nnode; id++)
+        if (op_info[g->node[id].op].flags & OPF_COMPOSITE) {
+            err_at(e, g->node[id].loc, "fusion: %s is a composite op; run the decompose pass first",
+                   op_info[g->node[id].op].name);
+            return false;
+        }
+    return true;
+}
+
+bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
+{
+    static const FuseOptions defaults = {0};
+    memset(f, 0, sizeof *f);
+    Plan p = {.g = g, .f = f, .o = o ? o : &defaults};
+    bool ok = plan_alloc(&p, f);
+    bool *live = ok ? calloc((size_t)g->nnode + 1, sizeof *live) : NULL;
+    if (!ok || !live) {
+        err_set(e, ERR_INPUT, "fusion: out of memory on graph '%s'", g->name);
+        free(live);
+        plan_free(&p);
+        fuse_free(f);
+        return false;
+    }
+    classify_all(&p, live);
+    free(live);
+    ok = no_composites(g, e);
+    for (int id = g->nnode - 1; ok && id >= 0; id--)
+        if (is_compute(f->cls[id]))
+            ok = decide(&p, id, p.scratch);
+    if (!ok && err_ok(e))
+        err_set(e, ERR_INPUT, "fusion: out of memory grouping '%s'", g->name);
+    if (ok && !p.o->off) {
+        choose_epilogues(&p, p.scratch);
+        merge_siblings(&p);
+        compact_groups(&p);
+    }
+    if (ok && !(ok = order_groups(&p)))
+        err_set(e, ERR_INPUT, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
+                g->name);
+    plan_free(&p);
+    if (!ok)
+        fuse_free(f);
+    return ok;
+}
+
+void fuse_free(Fusion *f)
+{
+    free(f->cls);
+    free(f->group);
+    free(f->stored);
+    free(f->g);
+    free(f->order);
+    memset(f, 0, sizeof *f);
+}
+
+/* ---------------------------------------------------------------- printing */
+
+typedef struct Text {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} Text;
+
+__attribute__((format(printf, 2, 3)))
+static void put(Text *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (int tries = 0; tries < 2 && !t->oom; tries++) {
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (k >= 0 && t->s && t->n + (size_t)k < t->cap) {
+            t->n += (size_t)k;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)k + 1) * 2;
+        char *s = realloc(t->s, cap);
+        if (!s)
+            t->oom = true;
+        else
+            t->s = s, t->cap = cap;
+    }
+}
+
+/* A node as ir_print names it: an input by name, anything else by statement number. */
+static void put_node(Text *t, const Graph *g, int id)
+{
+    int num = 0;
+    for (int i = 0; i < id; i++)
+        num += g->node[i].op != OP_INPUT;
+    if (g->node[id].op == OP_INPUT)
+        put(t, " %%%s", node_name(&g->node[id]));
+    else
+        put(t, " %%%d", num);
+}
+
+static const char *const kind_name[] = {"pointwise", "row", "gemm"};
+
+static void put_group(Text *t, const Graph *g, const Fusion *f, int grp)
+{
+    const FuseGroup *G = &f->g[grp];
+    char ty[256];
+    put(t, "// g%d %s %s", grp, kind_name[G->kind], type_fmt(g, &G->space, ty, sizeof ty));
+    if (G->kind == FUSE_ROW) {
+        put(t, " inner {");
+        for (int d = 0, first = 1; d < G->space.rank; d++)
+            if (G->inner >> d & 1) {
+                put(t, first ? "%d" : ",%d", d);
+                first = 0;
+            }
+        put(t, "}");
+    }
+    if (G->epilogue >= 0)
+        put(t, " epilogue g%d", G->epilogue);
+    if (G->gemm >= 0)
+        put(t, " (epilogue of g%d)", G->gemm);
+    put(t, ":");
+    for (int id = 0; id < g->nnode; id++)
+        if (f->group[id] == grp)
+            put_node(t, g, id);
+    put(t, "; stores");
+    for (int id = 0; id < g->nnode; id++)
+        if (f->group[id] == grp && f->stored[id])
+            put_node(t, g, id);
+    put(t, "\n");
+}
+
+char *fuse_print(const Graph *g, const Fusion *f)
+{
+    Text t = {0};
+    put(&t, "// fusion: %d groups, in execution order\n", f->ngroup);
+    for (int i = 0; i < f->ngroup; i++)
+        put_group(&t, g, f, f->order[i]);
+    if (t.oom) {
+        free(t.s);
+        return NULL;
+    }
+    return t.s;
+}
