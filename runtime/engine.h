@@ -3,13 +3,19 @@
 #ifndef COIL_RUNTIME_ENGINE_H
 #define COIL_RUNTIME_ENGINE_H
 
-#include "codegen/loop.h"
+#include "codegen/cpu/cpu.h"
 
 typedef struct Engine Engine;
 
+/* How the steps run. GEMM steps: through the generated micro-kernels (runtime/
+ * gemm_tiled.c) with the step's TileFn when both are given and the layout fits, else
+ * OpenBLAS followed by the epilogue kernel. */
 typedef struct EngineOptions {
-    int threads;         /* 0: one per core; > 0 also sets OpenBLAS's (process-wide) count */
-    const KernelFn *fns; /* per kernel (copied); NULL, or a NULL entry: the loop evaluator */
+    int threads;          /* 0: one per core; > 0 also sets OpenBLAS's (process-wide) count */
+    const KernelFn *fns;  /* per kernel (copied); NULL, or a NULL entry: the loop evaluator */
+    const TileFn *tiles;  /* per step (copied); NULL, or a NULL entry: OpenBLAS */
+    const Ukernels *uk;   /* the micro-kernels (must outlive the engine); NULL: OpenBLAS */
+    bool profile;         /* time every step (engine_step_seconds) */
 } EngineOptions;
 
 /* p (and its graph) must outlive the engine; o NULL: the defaults. Errors: a program whose
@@ -36,5 +42,13 @@ void plan_free(MemoryPlan *plan);
 /* The memory plan at the latest run's sizes (`coil check` and `coil bench` print its peak);
  * NULL before a run has got that far. Valid until the next run or engine_free. */
 const MemoryPlan *engine_plan(const Engine *en);
+/* How many GEMM steps of the latest run took each path (for reports and tests). */
+typedef struct EngineStats {
+    int gemm_generated, gemm_blas;
+} EngineStats;
+EngineStats engine_stats(const Engine *en);
+/* With EngineOptions.profile: seconds spent in each step, summed over every run so far;
+ * NULL without. */
+const double *engine_step_seconds(const Engine *en);
 
 #endif

@@ -58,7 +58,8 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e);
 KernelFn cpu_kernel(const CpuModule *m, int k);
 /* The tile epilogue of step s (a STEP_GEMM); NULL for any other step. */
 TileFn cpu_tile(const CpuModule *m, int s);
-/* The GEMM micro-kernels of the module's target. */
+/* The GEMM micro-kernels of the module's target (NULL when the program has no GEMM step:
+ * they are only added then). */
 const Ukernels *cpu_ukernels(const CpuModule *m);
 /* Seconds spent in IR generation + optimisation + machine code, for reports. */
 double cpu_compile_seconds(const CpuModule *m);
@@ -67,5 +68,10 @@ void cpu_free(CpuModule *m);
 /* The module's LLVM IR after optimisation ("llvm-ir"), assembly ("asm") or an ELF
  * object ("obj"), written to path. */
 bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const char *path, Err *e);
+/* Ahead of time: the object cpu_emit(p, o, "obj", ...) wrote, linked in without running the
+ * optimiser; cpu_kernel, cpu_tile and cpu_ukernels work on it as on a compiled module.
+ * Errors name the file: unreadable, not an object, compiled from another program or for
+ * a CPU feature this machine lacks, a missing symbol. */
+CpuModule *cpu_load_object(const Program *p, const char *obj_path, Err *e);
 
 #endif

@@ -1,0 +1,325 @@
+/* engine.c — runs a Program on the CPU: binds symbols from the inputs, places the
+ * temporaries by the memory plan in one arena, then runs the steps in order, each kernel
+ * split over the thread pool along its outer dimension 0, each GEMM through gemm_run.
+ *
+ * Everything that does not depend on the sizes (constants in their dtypes, the pool) is
+ * made once in engine_new; the plan and the arena are kept while the symbol values repeat,
+ * so a steady-state run allocates only its outputs. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/engine.h"
+#include "runtime/gemm.h"
+#include "runtime/gemm_tiled.h"
+#include "runtime/pool.h"
+
+#define ARENA_ALIGN 64
+/* Element-statements a chunk should hold at least, so waking a thread (a few
+ * microseconds) is small next to the chunk's work. */
+#define MIN_CHUNK_WORK 32768
+
+struct Engine {
+    const Program *p;
+    Pool *pool;
+    KernelFn *fns;     /* per kernel; NULL (all or one): the loop evaluator */
+    TileFn *tiles;     /* per step; NULL (all or one): OpenBLAS */
+    const Ukernels *uk;
+    EngineStats stats;
+    double *step_s;    /* per step, with profiling */
+    DType *dts;        /* per buffer */
+    void **bufs;       /* per buffer: its base for the current run */
+    void **consts;     /* per buffer: a BUF_CONST's elements in its dtype, else NULL */
+    int nparam;
+    MemoryPlan plan;
+    SymBind plan_sb;   /* the symbol values `plan` was made for */
+    bool planned;
+    char *arena;
+    int64_t arena_cap;
+};
+
+/* ---------------------------------------------------------------- set-up */
+
+static void *alloc_aligned(int64_t bytes)
+{
+    size_t n = (size_t)(bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    return aligned_alloc(ARENA_ALIGN, n ? n : ARENA_ALIGN);
+}
+
+/* Every index the program holds must name something of its graph. */
+static bool check_program(const Program *p, int nparam, Err *e)
+{
+    const Graph *g = p->graph;
+    int count[] = {[BUF_INPUT] = g->ninput, [BUF_PARAM] = nparam, [BUF_OUTPUT] = g->noutput};
+    bool *has_output = calloc((size_t)g->noutput + 1, 1);
+    bool ok = has_output != NULL;
+    for (int b = 0; ok && b < p->nbuf; b++) {
+        const Buffer *buf = &p->buf[b];
+        if (buf->kind > BUF_OUTPUT)
+            continue;
+        ok = buf->index >= 0 && buf->index < count[buf->kind];
+        if (ok && buf->kind == BUF_OUTPUT)
+            has_output[buf->index] = true;
+        if (!ok)
+            err_set(e, ERR_INPUT, "program buffer '%s': index %d is out of range", buf->name,
+                    buf->index);
+    }
+    for (int i = 0; ok && i < g->noutput; i++)
+        if (!(ok = has_output[i]))
+            err_set(e, ERR_INPUT, "program has no buffer for output '%s'", g->output_name[i]);
+    for (int s = 0; ok && s < p->nstep; s++) {
+        const Step *st = &p->step[s];
+        int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
+        int least = st->kind == STEP_KERNEL ? 0 : -1; /* a GEMM may have no epilogue */
+        if (!(ok = k >= least && k < p->nkernel))
+            err_set(e, ERR_INPUT, "program step %d: kernel %d is out of range", s, k);
+    }
+    if (!has_output)
+        err_set(e, ERR_INPUT, "out of memory checking a program");
+    free(has_output);
+    return ok;
+}
+
+/* Constants in their dtype, once: they are static, whatever the batch. */
+static bool bind_consts(Engine *en, Err *e)
+{
+    const Program *p = en->p;
+    for (int b = 0; b < p->nbuf; b++) {
+        const Buffer *buf = &p->buf[b];
+        if (buf->kind != BUF_CONST)
+            continue;
+        if (!dim_is_static(buf->numel) || (buf->numel.k > 0 && !buf->data)) {
+            err_set(e, ERR_INPUT, "constant '%s' has no static elements", buf->name);
+            return false;
+        }
+        en->consts[b] = alloc_aligned(buf->numel.k * dtype_info[buf->dt].size);
+        if (!en->consts[b]) {
+            err_set(e, ERR_INPUT, "out of memory for constant '%s'", buf->name);
+            return false;
+        }
+        for (int64_t i = 0; i < buf->numel.k; i++)
+            dtype_store(buf->dt, en->consts[b], i, buf->data[i]);
+    }
+    return true;
+}
+
+static bool alloc_tables(Engine *en, const EngineOptions *o, Err *e)
+{
+    const Program *p = en->p;
+    size_t nbuf = (size_t)p->nbuf + 1;
+    en->nparam = graph_params(p->graph, NULL);
+    en->dts = calloc(nbuf, sizeof *en->dts);
+    en->bufs = calloc(nbuf, sizeof *en->bufs);
+    en->consts = calloc(nbuf, sizeof *en->consts);
+    if (o->fns && (en->fns = calloc((size_t)p->nkernel + 1, sizeof *en->fns)))
+        memcpy(en->fns, o->fns, (size_t)p->nkernel * sizeof *en->fns);
+    if (o->tiles && o->uk && (en->tiles = calloc((size_t)p->nstep + 1, sizeof *en->tiles)))
+        memcpy(en->tiles, o->tiles, (size_t)p->nstep * sizeof *en->tiles);
+    en->uk = o->uk;
+    if (o->profile)
+        en->step_s = calloc((size_t)p->nstep + 1, sizeof *en->step_s);
+    bool tiles_ok = !(o->tiles && o->uk) || en->tiles;
+    if (!en->dts || !en->bufs || !en->consts || (o->fns && !en->fns) ||
+        !tiles_ok || (o->profile && !en->step_s)) {
+        err_set(e, ERR_INPUT, "out of memory creating an engine for %d buffers", p->nbuf);
+        return false;
+    }
+    for (int b = 0; b < p->nbuf; b++)
+        en->dts[b] = p->buf[b].dt;
+    return true;
+}
+
+Engine *engine_new(const Program *p, const EngineOptions *o, Err *e)
+{
+    static const EngineOptions defaults = {0};
+    o = o ? o : &defaults;
+    if (!p->graph) {
+        err_set(e, ERR_INPUT, "engine: the program has no graph to take its signature from");
+        return NULL;
+    }
+    Engine *en = calloc(1, sizeof *en);
+    if (!en) {
+        err_set(e, ERR_INPUT, "out of memory creating an engine");
+        return NULL;
+    }
+    en->p = p;
+    bool ok = alloc_tables(en, o, e) && check_program(p, en->nparam, e) && bind_consts(en, e) &&
+              (en->pool = pool_new(o->threads, e)) != NULL;
+    if (!ok) {
+        engine_free(en);
+        return NULL;
+    }
+    if (o->threads > 0)
+        gemm_set_threads(o->threads); /* OpenBLAS's count is global: set only when asked */
+    return en;
+}
+
+void engine_free(Engine *en)
+{
+    if (!en)
+        return;
+    pool_free(en->pool);
+    for (int b = 0; en->consts && b < en->p->nbuf; b++)
+        free(en->consts[b]);
+    free(en->consts);
+    free(en->bufs);
+    free(en->dts);
+    free(en->fns);
+    free(en->tiles);
+    free(en->step_s);
+    plan_free(&en->plan);
+    free(en->arena);
+    free(en);
+}
+
+const MemoryPlan *engine_plan(const Engine *en) { return en->planned ? &en->plan : NULL; }
+
+EngineStats engine_stats(const Engine *en) { return en->stats; }
+
+const double *engine_step_seconds(const Engine *en) { return en->step_s; }
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- per run */
+
+/* The plan for these symbol values: the last one when they repeat, and an arena to hold it. */
+static bool ensure_plan(Engine *en, const SymBind *sb, Err *e)
+{
+    if (en->planned && memcmp(&en->plan_sb, sb, sizeof *sb) == 0)
+        return true;
+    plan_free(&en->plan);
+    en->planned = false;
+    if (!plan_memory(en->p, sb, &en->plan, e))
+        return false;
+    if (!en->arena || en->plan.arena_bytes > en->arena_cap) {
+        free(en->arena);
+        en->arena_cap = 0;
+        if (!(en->arena = alloc_aligned(en->plan.arena_bytes))) {
+            err_set(e, ERR_INPUT, "out of memory: the memory plan needs %lld bytes of temporaries",
+                    (long long)en->plan.arena_bytes);
+            plan_free(&en->plan);
+            return false;
+        }
+        en->arena_cap = en->plan.arena_bytes;
+    }
+    en->plan_sb = *sb;
+    en->planned = true;
+    return true;
+}
+
+/* Every buffer's base for this run. */
+static void bind_buffers(Engine *en, const Tensor *inputs, const Tensor *params,
+                         const Tensor *outputs)
+{
+    const Program *p = en->p;
+    for (int b = 0; b < p->nbuf; b++) {
+        const Buffer *buf = &p->buf[b];
+        switch (buf->kind) {
+        case BUF_INPUT: en->bufs[b] = inputs[buf->index].data; break;
+        case BUF_PARAM: en->bufs[b] = params[buf->index].data; break;
+        case BUF_OUTPUT: en->bufs[b] = outputs[buf->index].data; break;
+        case BUF_CONST: en->bufs[b] = en->consts[b]; break;
+        case BUF_TEMP: en->bufs[b] = en->arena + en->plan.offset[b]; break;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- steps */
+
+typedef struct KernelCall {
+    KernelFn fn; /* NULL: the loop evaluator */
+    const Program *p;
+    int kernel;
+    void *const *bufs;
+    const int64_t *syms;
+} KernelCall;
+
+static void kernel_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const KernelCall *c = ctx;
+    if (c->fn)
+        c->fn(c->bufs, c->syms, begin, end);
+    else
+        loop_eval_kernel(c->p, c->kernel, c->bufs, c->syms, begin, end);
+}
+
+/* Work in one iteration of outer variable 0: the points of the other loops, the inner
+ * space counted once per phase. */
+static int64_t work_per_row(const Kernel *k, const SymBind *sb)
+{
+    int64_t w = 1, inner = 1;
+    for (int d = 1; d < k->nouter; d++)
+        w *= dim_value(k->size[d], sb);
+    for (int d = k->nouter; d < k->nouter + k->ninner; d++)
+        inner *= dim_value(k->size[d], sb);
+    return w * (k->ninner ? inner * (k->nphase > 0 ? k->nphase : 1) : 1);
+}
+
+static void run_kernel(Engine *en, int k, const SymBind *sb)
+{
+    const Kernel *kn = &en->p->kernel[k];
+    KernelCall call = {en->fns ? en->fns[k] : NULL, en->p, k, en->bufs, sb->val};
+    if (kn->nouter == 0) {
+        kernel_chunk(&call, 0, 1); /* one point: nothing to split */
+        return;
+    }
+    int64_t n = dim_value(kn->size[0], sb), w = work_per_row(kn, sb);
+    int64_t grain = w >= MIN_CHUNK_WORK ? 1 : (MIN_CHUNK_WORK + w - 1) / (w > 0 ? w : 1);
+    pool_parallel_for(en->pool, n, grain, kernel_chunk, &call);
+}
+
+/* A GEMM step: the generated kernels with the epilogue in the tiles when it can be fused
+ * (else the tiles store C and the epilogue kernel runs after), or OpenBLAS then the
+ * epilogue. */
+static bool run_gemm(Engine *en, int s, const SymBind *sb, Err *e)
+{
+    const Gemm *g = &en->p->step[s].gemm;
+    TileFn tile = en->tiles ? en->tiles[s] : NULL;
+    bool generated = tile && gemm_tiled_supported(g, en->bufs, en->dts, sb);
+    bool ok = generated ? gemm_tiled_run(g, en->bufs, en->dts, sb, en->uk, tile, en->pool, e)
+                        : gemm_run(g, en->bufs, en->dts, sb, e);
+    en->stats.gemm_generated += generated;
+    en->stats.gemm_blas += !generated;
+    bool fused = generated && g->epi_load >= 0;
+    if (ok && g->epilogue >= 0 && !fused)
+        run_kernel(en, g->epilogue, sb);
+    return ok;
+}
+
+static bool run_steps(Engine *en, const SymBind *sb, Err *e)
+{
+    const Program *p = en->p;
+    en->stats = (EngineStats){0};
+    for (int s = 0; s < p->nstep; s++) {
+        const Step *st = &p->step[s];
+        double t0 = en->step_s ? now() : 0;
+        if (st->kind == STEP_KERNEL)
+            run_kernel(en, st->kernel, sb);
+        else if (!run_gemm(en, s, sb, e))
+            return false;
+        if (en->step_s)
+            en->step_s[s] += now() - t0;
+    }
+    return true;
+}
+
+bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e)
+{
+    SymBind sb;
+    const Graph *g = en->p->graph;
+    if (!bind_inputs(g, inputs, &sb, e) || !check_param_tensors(g, params, &sb, e) ||
+        !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
+        !alloc_output_tensors(g, &sb, outputs, e))
+        return false;
+    bind_buffers(en, inputs, params, outputs);
+    if (run_steps(en, &sb, e))
+        return true;
+    for (int i = 0; i < en->p->graph->noutput; i++)
+        tensor_free(&outputs[i]);
+    return false;
+}

@@ -1,0 +1,389 @@
+/* gemm_tiled.c — GEMM steps on the generated micro-kernels (codegen/cpu/ukernel.c): the
+ * operands' layout picks the kernel, tiles are blocked for the caches and split over threads.
+ *
+ * Row tiles (MR rows of one batch; rows count batches then M) and column tiles (NR columns)
+ * form a grid; the threads split whichever side has more tiles into contiguous ranges. A
+ * thread walks its part in macro blocks of row tiles x column tiles, never across a batch:
+ * for each block of k, each column tile's B panel meets every row tile of the block in turn
+ * (the panel stays in cache, the block's A rows in L2). B's panels are used in place, or
+ * copied k-major into a per-thread scratch when that is cheaper than reading them where
+ * they are: broadcast-form rows a page apart, and the dot layout at small K, where
+ * transposing B^T's panel once for the broadcast kernel beats reducing every dot tile.
+ * Partial tiles live in the scratch until their last block of k, then go to the step's
+ * TileFn while still in L1. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/gemm_tiled.h"
+
+/* Blocking, measured on Sapphire Rapids (48 KiB L1d, 2 MiB L2 per core) with the 4 x 6 dot
+ * and 12 x 32 broadcast tiles (tools/gemm_bench.c). A dot tile reduces its accumulators
+ * once per block of k, so blocks are long (splitting K = 3072 in blocks of 768 or 1024
+ * measured best); a broadcast panel of KC_MAX x 32 floats (128 KiB) streams from L2 at the
+ * kernel's full rate, and shorter blocks measured no faster. */
+#define KC_MAX 1024
+#define DOT_MC_ROWS 128     /* dot: rows of A per macro block, K x 128 floats in L2 */
+#define BCAST_A_BYTES (512 << 10) /* bcast: the A rows of a macro block, in L2 */
+#define MC_TILES_MAX 64     /* row tiles per macro block at most */
+#define NC_TILES 64         /* column tiles per macro block */
+#define SLOT_BYTES (256 << 10) /* the tiles of a macro block while k is blocked */
+/* The dot layout with K at most this runs on the broadcast kernel with B^T's panels
+ * transposed into the scratch: the dot tile's reduction would cost as much as its FMAs. */
+#define DOT_SMALL_K 256
+/* Broadcast-form B rows at least this many floats apart are packed: rows a page apart
+ * alias in L1 and take a TLB entry each. */
+#define PACK_ROW_STRIDE 1024
+
+typedef enum Pack { PACK_NONE, PACK_ROWS, PACK_TRANSPOSED } Pack;
+
+/* One operand at concrete sizes: element (r, c) of batch t is
+ * base[off + batch_offset(t) + r * rs + c * cs]. */
+typedef struct Mat {
+    const float *base;
+    int64_t off, rs, cs;
+    int64_t bs[COIL_MAX_RANK];
+} Mat;
+
+typedef struct Job {
+    const Ukernels *uk;
+    TileFn tile;
+    void *const *bufs;
+    const int64_t *syms;
+    bool dot;                    /* the dot micro-kernel, else the broadcast one */
+    Pack pack;                   /* how B's panels reach the broadcast kernel */
+    int nbatch;
+    int64_t batch[COIL_MAX_RANK];
+    int64_t M, N, K;
+    int64_t mr, nr;              /* the tile */
+    int64_t mtiles, ntiles;      /* row tiles per batch, column tiles */
+    int64_t rtiles;              /* row tiles of all batches */
+    bool split_rows;             /* threads split row tiles, else column tiles */
+    int64_t kc, mc, nc;          /* k per block; row and column tiles per macro block */
+    Mat a, b;
+    _Atomic bool failed;         /* a thread could not allocate its scratch */
+} Job;
+
+/* ---------------------------------------------------------------- checks */
+
+/* Sizes and strides within int64: every index an operand can reach, |off| + sum of
+ * (extent - 1) * |stride|, is representable. */
+static bool span_ok(int64_t off, const int64_t *ext, const int64_t *stride, int n)
+{
+    int64_t span = off < 0 ? -off : off, term;
+    for (int d = 0; d < n; d++) {
+        if (ext[d] < 0 || stride[d] == INT64_MIN)
+            return false;
+        if (ext[d] == 0)
+            return true; /* nothing is read */
+        int64_t s = stride[d] < 0 ? -stride[d] : stride[d];
+        if (__builtin_mul_overflow(ext[d] - 1, s, &term) || __builtin_add_overflow(span, term, &span))
+            return false;
+    }
+    return true;
+}
+
+static Mat mat_make(const GemmOperand *o, int nbatch, void *const *bufs, const SymBind *sb)
+{
+    Mat m = {.base = bufs[o->buf], .off = dim_value(o->offset, sb),
+             .rs = dim_value(o->row_stride, sb), .cs = dim_value(o->col_stride, sb)};
+    for (int d = 0; d < nbatch; d++)
+        m.bs[d] = dim_value(o->batch_stride[d], sb);
+    return m;
+}
+
+static bool mat_span_ok(const Mat *m, int nbatch, const int64_t *batch, int64_t rows, int64_t cols)
+{
+    int64_t ext[COIL_MAX_RANK + 2], st[COIL_MAX_RANK + 2];
+    for (int d = 0; d < nbatch; d++)
+        ext[d] = batch[d], st[d] = m->bs[d];
+    ext[nbatch] = rows, st[nbatch] = m->rs;
+    ext[nbatch + 1] = cols, st[nbatch + 1] = m->cs;
+    return span_ok(m->off, ext, st, nbatch + 2);
+}
+
+/* A stride along an extent of at most 1 is never used: read it as unit, as a matrix
+ * with one row is as contiguous as its columns allow. */
+static int64_t eff_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 1 : stride; }
+
+typedef enum Form { FORM_NONE, FORM_DOT, FORM_BCAST } Form;
+
+static Form pick_form(const Mat *a, const Mat *b, int64_t N, int64_t K)
+{
+    if (eff_stride(a->cs, K) == 1 && eff_stride(b->rs, K) == 1)
+        return FORM_DOT;
+    if (eff_stride(b->cs, N) == 1)
+        return FORM_BCAST;
+    return FORM_NONE;
+}
+
+/* The sizes, or false when they are negative or their products overflow. */
+static bool sizes(const Gemm *g, const SymBind *sb, int64_t *batch, int64_t *nb, int64_t mnk[3])
+{
+    mnk[0] = dim_value(g->m, sb), mnk[1] = dim_value(g->n, sb), mnk[2] = dim_value(g->k, sb);
+    *nb = 1;
+    for (int d = 0; d < g->nbatch; d++) {
+        batch[d] = dim_value(g->batch[d], sb);
+        if (batch[d] < 0 || __builtin_mul_overflow(*nb, batch[d], nb))
+            return false;
+    }
+    int64_t rows;
+    return mnk[0] >= 0 && mnk[1] >= 0 && mnk[2] >= 0 && !__builtin_mul_overflow(*nb, mnk[0], &rows);
+}
+
+/* Why g cannot run here, or NULL. */
+static const char *unsupported(const Gemm *g, void *const *bufs, const DType *dts, const SymBind *sb)
+{
+    if (dts[g->a.buf] != DT_F32 || dts[g->b.buf] != DT_F32)
+        return "A and B must be f32";
+    if (g->nbatch < 0 || g->nbatch > COIL_MAX_RANK - 2)
+        return "too many batch dimensions";
+    int64_t batch[COIL_MAX_RANK], nb, s[3];
+    if (!sizes(g, sb, batch, &nb, s))
+        return "sizes out of range";
+    Mat a = mat_make(&g->a, g->nbatch, bufs, sb), b = mat_make(&g->b, g->nbatch, bufs, sb);
+    if (!mat_span_ok(&a, g->nbatch, batch, s[0], s[2]) || !mat_span_ok(&b, g->nbatch, batch, s[2], s[1]))
+        return "operand indices out of range";
+    if (pick_form(&a, &b, s[1], s[2]) == FORM_NONE)
+        return "neither A's columns and B's rows nor B's columns are unit-stride";
+    return NULL;
+}
+
+bool gemm_tiled_supported(const Gemm *g, void *const *bufs, const DType *dts, const SymBind *sb)
+{
+    return unsupported(g, bufs, dts, sb) == NULL;
+}
+
+/* ---------------------------------------------------------------- the tile loops */
+
+/* Element offsets of A and B for flat batch index t (batch dims row-major). */
+static void batch_offsets(const Job *j, int64_t t, int64_t *ao, int64_t *bo)
+{
+    *ao = j->a.off, *bo = j->b.off;
+    for (int d = j->nbatch - 1; d >= 0; d--) {
+        int64_t idx = t % j->batch[d];
+        t /= j->batch[d];
+        *ao += idx * j->a.bs[d];
+        *bo += idx * j->b.bs[d];
+    }
+}
+
+/* Where one row tile's operands start: A at its first row, B at its batch (k = 0, n = 0). */
+typedef struct RowTile {
+    const float *a, *b;
+    int64_t row0, mr;            /* flattened first row (batch * M + m0), valid rows */
+} RowTile;
+
+static RowTile row_tile(const Job *j, int64_t r)
+{
+    int64_t t = r / j->mtiles, m0 = r % j->mtiles * j->mr, ao, bo;
+    batch_offsets(j, t, &ao, &bo);
+    int64_t mr = j->M - m0 < j->mr ? j->M - m0 : j->mr;
+    return (RowTile){j->a.base + ao + m0 * j->a.rs, j->b.base + bo, t * j->M + m0, mr};
+}
+
+/* A thread's scratch: a macro block's tiles while k is blocked (one tile otherwise), and
+ * B's current panel packed k-major (kc rows of NR floats) with where it came from. */
+typedef struct Scratch {
+    float *tiles, *panel;
+    const float *from;
+} Scratch;
+
+/* dst[p * NR + q] = src[q * ld + p] for p < kc, q < nr, in 4 x 4 blocks: four rows' runs
+ * of k read as vectors, transposed in registers (GCC's SLP vectoriser makes the shuffles),
+ * written as four rows of the panel. */
+static void pack_transposed(const float *src, int64_t ld, int64_t kc, int64_t nr, int64_t NR,
+                            float *dst)
+{
+    int64_t q = 0;
+    for (; q + 4 <= nr; q += 4) {
+        const float *s = src + q * ld;
+        int64_t p = 0;
+        for (; p + 4 <= kc; p += 4) {
+            float x[4][4];
+            for (int r = 0; r < 4; r++)
+                for (int c = 0; c < 4; c++)
+                    x[r][c] = s[r * ld + p + c];
+            for (int c = 0; c < 4; c++)
+                for (int r = 0; r < 4; r++)
+                    dst[(p + c) * NR + q + r] = x[r][c];
+        }
+        for (; p < kc; p++)
+            for (int r = 0; r < 4; r++)
+                dst[p * NR + q + r] = s[r * ld + p];
+    }
+    for (; q < nr; q++)
+        for (int64_t p = 0; p < kc; p++)
+            dst[p * NR + q] = src[q * ld + p];
+}
+
+/* B's panel at `from` (k0, n0 applied): kc rows of nr columns, element (p, q) at
+ * from[p * b.rs + q * b.cs], into rows of NR floats. */
+static void pack_panel(const Job *j, const float *from, int64_t kc, int64_t nr, float *dst)
+{
+    int64_t rs = j->b.rs, cs = j->b.cs, NR = j->nr;
+    if (j->pack == PACK_TRANSPOSED)
+        pack_transposed(from, cs, kc, nr, NR, dst);
+    else
+        for (int64_t p = 0; p < kc; p++)
+            memcpy(dst + p * NR, from + p * rs, (size_t)nr * sizeof *dst);
+}
+
+/* One micro-kernel call: row tile rt, columns [n0, n0 + nr), k in [k0, k0 + kc). */
+static void ukernel(const Job *j, const RowTile *rt, int64_t n0, int64_t nr, int64_t k0,
+                    int64_t kc, Scratch *s, float *t)
+{
+    const float *a = rt->a + k0 * j->a.cs, *b = rt->b + k0 * j->b.rs + n0 * j->b.cs;
+    if (j->dot) {
+        j->uk->dot(kc, a, j->a.rs, rt->mr, b, j->b.cs, nr, t, k0 > 0);
+        return;
+    }
+    int64_t ldb = j->b.rs;
+    if (j->pack != PACK_NONE) {
+        if (s->from != b) { /* a new panel (or a new batch's) */
+            pack_panel(j, b, kc, nr, s->panel);
+            s->from = b;
+        }
+        b = s->panel, ldb = j->nr;
+    }
+    j->uk->bcast(kc, a, j->a.rs, j->a.cs, rt->mr, b, ldb, nr, t, k0 > 0);
+}
+
+/* A macro block: row tiles [r0, r1) x column tiles [c0, c1). For each block of k the
+ * columns go outside (their B panel stays in cache across the rows); a tile is handed
+ * to tile() right after its last block of k. */
+static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1, Scratch *s)
+{
+    RowTile rt[MC_TILES_MAX];
+    for (int64_t r = r0; r < r1; r++)
+        rt[r - r0] = row_tile(j, r);
+    int64_t tsize = j->mr * j->nr, nrows = r1 - r0;
+    bool blocked = j->K > j->kc; /* then each tile keeps its own slot across blocks */
+    for (int64_t k0 = 0; k0 < j->K || k0 == 0; k0 += j->kc) {
+        int64_t kc = j->K - k0 < j->kc ? j->K - k0 : j->kc;
+        bool last = k0 + kc >= j->K;
+        for (int64_t c = c0; c < c1; c++) {
+            int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
+            for (int64_t r = 0; r < nrows; r++) {
+                float *t = blocked ? s->tiles + ((c - c0) * nrows + r) * tsize : s->tiles;
+                ukernel(j, &rt[r], n0, nr, k0, kc, s, t);
+                if (last)
+                    j->tile(t, j->nr, j->bufs, j->syms, rt[r].row0, n0, rt[r].mr, nr);
+            }
+        }
+    }
+}
+
+/* Floats of scratch a thread needs: tile slots, then the panel (each 64-byte aligned). */
+static size_t scratch_floats(const Job *j, size_t *panel_at)
+{
+    size_t tiles = (size_t)(j->mr * j->nr) * (j->K > j->kc ? (size_t)(j->mc * j->nc) : 1);
+    *panel_at = (tiles + 15) / 16 * 16;
+    return *panel_at + (j->pack != PACK_NONE ? (size_t)(j->kc * j->nr) : 0);
+}
+
+/* Row tiles [r0, r1) x column tiles [c0, c1) in macro blocks, which never straddle two
+ * batches (a packed panel then serves every row of its block). */
+static void run_range(Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    size_t panel_at, n = scratch_floats(j, &panel_at);
+    float *mem = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (!mem) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    Scratch s = {mem, mem + panel_at, NULL};
+    for (int64_t rb = r0; rb < r1;) {
+        int64_t re = rb + j->mc, batch_end = (rb / j->mtiles + 1) * j->mtiles;
+        re = re < r1 ? re : r1;
+        re = re < batch_end ? re : batch_end;
+        for (int64_t cb = c0; cb < c1; cb += j->nc)
+            macro_block(j, rb, re, cb, cb + j->nc < c1 ? cb + j->nc : c1, &s);
+        rb = re;
+    }
+    free(mem);
+}
+
+static void run_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    Job *j = ctx;
+    if (j->split_rows)
+        run_range(j, begin, end, 0, j->ntiles);
+    else
+        run_range(j, 0, j->rtiles, begin, end);
+}
+
+/* ---------------------------------------------------------------- planning */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The kernel and packing: the dot kernel for the dot layout unless K is small, then B^T's
+ * panels transposed for the broadcast kernel; the broadcast layout packs rows far apart. */
+static void plan_form(Job *j)
+{
+    bool dot = pick_form(&j->a, &j->b, j->N, j->K) == FORM_DOT;
+    j->dot = dot && j->K > DOT_SMALL_K;
+    if (dot && !j->dot)
+        j->pack = PACK_TRANSPOSED;
+    else if (!dot && llabs(j->b.rs) >= PACK_ROW_STRIDE && j->K > 1)
+        j->pack = PACK_ROWS;
+    else
+        j->pack = PACK_NONE;
+}
+
+/* Blocks of k: the whole of K when it fits, else equal blocks (whole vectors, so only the
+ * last has a tail). Macro blocks: as many row tiles as keep their A rows in L2 (evened
+ * out over a batch's row tiles), and when k is blocked as many column tiles as the tile
+ * slots allow. */
+static void plan_blocks(Job *j)
+{
+    int64_t vec = j->uk->shape.vec, nk = ceil_div(j->K, KC_MAX);
+    j->kc = nk <= 1 ? (j->K > 0 ? j->K : 1) : ceil_div(ceil_div(j->K, nk), vec) * vec;
+    int64_t mc = j->dot ? DOT_MC_ROWS / j->mr : BCAST_A_BYTES / (j->mr * j->kc * 4);
+    mc = mc < 1 ? 1 : mc > MC_TILES_MAX ? MC_TILES_MAX : mc;
+    j->mc = j->mtiles > 0 ? ceil_div(j->mtiles, ceil_div(j->mtiles, mc)) : 1;
+    j->nc = NC_TILES;
+    if (j->K > j->kc) {
+        int64_t slots = SLOT_BYTES / (j->mr * j->nr * 4) / j->mc;
+        j->nc = slots < 1 ? 1 : slots < NC_TILES ? slots : NC_TILES;
+    }
+}
+
+static void plan(Job *j, const Gemm *g, void *const *bufs, const SymBind *sb)
+{
+    int64_t nb, s[3];
+    sizes(g, sb, j->batch, &nb, s);
+    j->nbatch = g->nbatch;
+    j->M = s[0], j->N = s[1], j->K = s[2];
+    j->a = mat_make(&g->a, g->nbatch, bufs, sb);
+    j->b = mat_make(&g->b, g->nbatch, bufs, sb);
+    plan_form(j);
+    const UkernelShape *sh = &j->uk->shape;
+    j->mr = j->dot ? sh->dot_mr : sh->bc_mr;
+    j->nr = j->dot ? sh->dot_nr : sh->bc_nr;
+    j->mtiles = ceil_div(j->M, j->mr);
+    j->ntiles = ceil_div(j->N, j->nr);
+    j->rtiles = nb * j->mtiles;
+    j->split_rows = j->rtiles >= j->ntiles;
+    plan_blocks(j);
+}
+
+bool gemm_tiled_run(const Gemm *g, void *const *bufs, const DType *dts, const SymBind *sb,
+                    const Ukernels *uk, TileFn tile, Pool *pool, Err *e)
+{
+    const char *why = unsupported(g, bufs, dts, sb);
+    if (why) {
+        err_set(e, ERR_USAGE, "gemm_tiled: unsupported GEMM: %s (use gemm_run)", why);
+        return false;
+    }
+    Job j = {.uk = uk, .tile = tile, .bufs = bufs, .syms = sb->val};
+    plan(&j, g, bufs, sb);
+    if (j.rtiles == 0 || j.ntiles == 0)
+        return true;
+    pool_parallel_for(pool, j.split_rows ? j.rtiles : j.ntiles, 1, run_chunk, &j);
+    if (atomic_load(&j.failed)) {
+        err_set(e, ERR_INPUT, "gemm_tiled: out of memory for the per-thread tile buffers");
+        return false;
+    }
+    return true;
+}
