@@ -1,0 +1,134 @@
+/* compiled.c — the compile pipeline end to end: passes, lowering, LLVM (or a package's
+ * object), then an engine holding the kernels. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes/passes.h"
+#include "runtime/compiled.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void compiled_free(Compiled *c)
+{
+    if (!c)
+        return;
+    engine_free(c->en);
+    cpu_free(c->m);
+    program_free(c->p);
+    graph_free(c->g);
+    free(c);
+}
+
+/* The module's entry points, one per kernel and per step, for the engine. */
+static Engine *engine_for(Compiled *c, const CompileOptions *o, Err *e)
+{
+    const Program *p = c->p;
+    EngineOptions eo = {.threads = o->threads, .profile = o->profile};
+    KernelFn *fns = c->m ? calloc((size_t)p->nkernel + 1, sizeof *fns) : NULL;
+    TileFn *tiles = c->m ? calloc((size_t)p->nstep + 1, sizeof *tiles) : NULL;
+    if (c->m && (!fns || !tiles)) {
+        free(fns);
+        free(tiles);
+        err_set(e, ERR_INPUT, "out of memory creating the engine");
+        return NULL;
+    }
+    for (int k = 0; fns && k < p->nkernel; k++)
+        fns[k] = cpu_kernel(c->m, k);
+    for (int s = 0; tiles && s < p->nstep; s++)
+        tiles[s] = cpu_tile(c->m, s);
+    eo.fns = fns;
+    if (c->m && !o->blas_gemm) {
+        eo.tiles = tiles;
+        eo.uk = cpu_ukernels(c->m);
+    }
+    Engine *en = engine_new(p, &eo, e);
+    free(fns);
+    free(tiles);
+    return en;
+}
+
+Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e)
+{
+    static const CompileOptions defaults = {0};
+    o = o ? o : &defaults;
+    Compiled *c = calloc(1, sizeof *c);
+    if (!c) {
+        graph_free(g);
+        err_set(e, ERR_INPUT, "out of memory compiling a model");
+        return NULL;
+    }
+    c->g = g;
+    double t0 = now();
+    LowerOptions lo = {.no_fusion = o->no_fusion};
+    c->p = loop_lower(g, &lo, e);
+    double t1 = now();
+    c->lower_s = t1 - t0;
+    bool llvm = !o->no_llvm && (cpu_available() || o->object);
+    if (c->p && llvm)
+        c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &o->cpu, e);
+    c->llvm_s = now() - t1;
+    c->from_object = o->object != NULL;
+    bool ok = c->p && (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL;
+    if (ok)
+        return c;
+    compiled_free(c);
+    return NULL;
+}
+
+/* The passes must keep the parameters, in order: the caller's params array is indexed so. */
+static bool same_params(const Graph *a, const Graph *b, Err *e)
+{
+    int na = graph_params(a, NULL), nb = graph_params(b, NULL);
+    int *ia = malloc(((size_t)na + 1) * sizeof *ia), *ib = malloc(((size_t)nb + 1) * sizeof *ib);
+    bool ok = ia && ib && na == nb;
+    if (ok) {
+        graph_params(a, ia);
+        graph_params(b, ib);
+    }
+    for (int i = 0; ok && i < na; i++)
+        ok = strcmp(node_name(&a->node[ia[i]]), node_name(&b->node[ib[i]])) == 0;
+    if (!ok)
+        err_set(e, ERR_INPUT, "compile: the passes changed the parameters of '%s'", a->name);
+    free(ia);
+    free(ib);
+    return ok;
+}
+
+Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
+{
+    double t0 = now();
+    Graph *g = graph_copy(src, e);
+    if (!g || !run_passes(&g, pass_pipeline, e) || !same_params(src, g, e)) {
+        graph_free(g);
+        return NULL;
+    }
+    double passes = now() - t0;
+    Compiled *c = compile_optimised(g, o, e);
+    if (c)
+        c->passes_s = passes;
+    return c;
+}
+
+bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
+                  Err *e)
+{
+    return engine_run(c->en, inputs, params, outputs, e);
+}
+
+bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,
+                  Err *e)
+{
+    Graph *g = graph_copy(src, e);
+    LowerOptions lo = {.no_fusion = o && o->no_fusion};
+    Program *p = g && run_passes(&g, pass_pipeline, e) ? loop_lower(g, &lo, e) : NULL;
+    bool ok = p && plan_memory(p, sb, plan, e);
+    program_free(p);
+    graph_free(g);
+    return ok;
+}

@@ -1,0 +1,48 @@
+/* compiled.h — a model compiled for the CPU, end to end: the standard passes, lowering to
+ * the loop IR, LLVM, and an engine ready to run. What `coil run`, `coil bench`,
+ * `coil compile` and the C API use; each stage timed. */
+#ifndef COIL_RUNTIME_COMPILED_H
+#define COIL_RUNTIME_COMPILED_H
+
+#include "codegen/cpu/cpu.h"
+#include "codegen/lower.h"
+#include "runtime/engine.h"
+
+typedef struct CompileOptions {
+    bool no_fusion;      /* one kernel per op, no epilogues (--no-fusion) */
+    bool no_llvm;        /* kernels through the loop evaluator, GEMMs on OpenBLAS (also
+                            what a build without LLVM does: cpu_available() is false) */
+    bool blas_gemm;      /* GEMMs on OpenBLAS even when the generated kernels can run */
+    int threads;         /* 0: one per core */
+    CpuOptions cpu;
+    const char *object;  /* load this object file (a package's) instead of running LLVM */
+    bool profile;        /* time each step (engine_step_seconds) */
+} CompileOptions;
+
+typedef struct Compiled {
+    Graph *g;            /* the optimised graph (owned) */
+    Program *p;
+    CpuModule *m;        /* NULL with no_llvm */
+    Engine *en;
+    double passes_s, lower_s, llvm_s; /* seconds in each stage */
+    bool from_object;    /* the kernels were a package's object, not compiled here */
+} Compiled;
+
+/* Optimise a copy of g (verify, decompose, fold, cse, dce) and compile it. Errors from any
+ * stage, located where they can be. */
+Compiled *compile_graph(const Graph *g, const CompileOptions *o, Err *e);
+/* Compile g as it is (already optimised: a package's IR). Takes g over, even on failure. */
+Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e);
+void compiled_free(Compiled *c);
+/* The memory plan of g compiled with o at the sizes sb, without generating code (what
+ * `coil check` prints). plan_free releases it. */
+bool compile_plan(const Graph *g, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,
+                  Err *e);
+
+/* Run with interp_run's conventions: inputs in graph order, params in graph_params order
+ * of the source graph (the same order: passes keep parameters and their order), outputs
+ * allocated here. */
+bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
+                  Err *e);
+
+#endif

@@ -1,0 +1,310 @@
+/* package.c — writing and loading ahead-of-time packages (package.h). The manifest
+ * records the format, coil's version and a hash of the loop IR the kernels were compiled
+ * from; loading checks them, and the object itself carries the program's hash and the CPU
+ * features its code uses (codegen/cpu checks those), so a package from another machine or
+ * another coil is refused, never run. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "passes/passes.h"
+#include "runtime/init.h"
+#include "runtime/json.h"
+#include "runtime/package.h"
+
+#define COIL_VERSION_TEXT "0.1.0"
+
+static void path_in(char *buf, size_t n, const char *dir, const char *file)
+{
+    snprintf(buf, n, "%s/%s", dir, file);
+}
+
+bool package_is(const char *path)
+{
+    struct stat st;
+    char manifest[4096];
+    path_in(manifest, sizeof manifest, path, "manifest.json");
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(manifest, &st) == 0;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+/* Write text to dir/file through a temporary name and a rename. */
+static bool write_file(const char *dir, const char *file, const char *text, Err *e)
+{
+    char path[4096], tmp[4200];
+    path_in(path, sizeof path, dir, file);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fputs(text, f) >= 0;
+    ok = f && fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) != 0)
+        ok = false;
+    if (!ok) {
+        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+    }
+    return ok;
+}
+
+static bool make_dir(const char *dir, Err *e)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        return true;
+    err_set(e, ERR_INPUT, "%s: cannot create the package directory: %s", dir,
+            errno == EEXIST ? "a file is in the way" : strerror(errno));
+    return false;
+}
+
+/* The object (and what --emit asks for) through a temporary name, then renamed. */
+static bool emit_file(const Compiled *c, const CompileOptions *o, const char *dir,
+                      const char *what, const char *file, Err *e)
+{
+    char path[4096], tmp[4200];
+    path_in(path, sizeof path, dir, file);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!cpu_emit(c->p, &o->cpu, what, tmp, e))
+        return false;
+    if (rename(tmp, path) != 0) {
+        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+        return false;
+    }
+    return true;
+}
+
+static bool list_has(const char *list, const char *item)
+{
+    size_t n = strlen(item);
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',')
+        if (strncmp(p, item, n) == 0 && (p[n] == ',' || p[n] == 0))
+            return true;
+    return false;
+}
+
+typedef struct Text {
+    char *s;
+    size_t n, cap;
+} Text;
+
+__attribute__((format(printf, 2, 3)))
+static void put(Text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int k = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (k < 0)
+        return;
+    if (t->n + (size_t)k + 1 > t->cap) {
+        size_t cap = (t->cap + (size_t)k + 1) * 2;
+        char *ns = realloc(t->s, cap);
+        if (!ns) {
+            free(s);
+            return;
+        }
+        t->s = ns;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->n, s, (size_t)k + 1);
+    t->n += (size_t)k;
+    free(s);
+}
+
+static const char *const kind_name[] = {"input", "param", "output", "const", "temp"};
+
+/* The buffers with their lifetimes and, at the given sizes, the arena offsets. */
+static char *plan_json(const Compiled *c, const SymBind *sb, Err *e)
+{
+    const Program *p = c->p;
+    MemoryPlan mp = {0};
+    bool placed = sb && plan_memory(p, sb, &mp, e);
+    Text t = {0};
+    put(&t, "{\n  \"arena_bytes\": ");
+    put(&t, placed ? "%lld" : "null", (long long)mp.arena_bytes);
+    put(&t, ",\n  \"buffers\": [\n");
+    for (int b = 0; b < p->nbuf; b++) {
+        const Buffer *buf = &p->buf[b];
+        char numel[128];
+        dim_fmt(p->graph, buf->numel, numel, sizeof numel);
+        put(&t, "    {\"name\": \"%s\", \"kind\": \"%s\", \"dtype\": \"%s\", \"numel\": \"%s\"",
+            buf->name, kind_name[buf->kind], dtype_info[buf->dt].name, numel);
+        if (buf->kind == BUF_TEMP)
+            put(&t, ", \"steps\": [%d, %d]", buf->first, buf->last);
+        if (placed && buf->kind == BUF_TEMP)
+            put(&t, ", \"offset\": %lld", (long long)mp.offset[b]);
+        put(&t, "}%s\n", b + 1 < p->nbuf ? "," : "");
+    }
+    put(&t, "  ]\n}\n");
+    plan_free(&mp);
+    if (!t.s)
+        err_set(e, ERR_INPUT, "out of memory writing the plan");
+    return t.s;
+}
+
+static uint64_t program_hash(const Program *p)
+{
+    char *text = loop_print(p);
+    uint64_t h = text ? init_stream(text) : 0;
+    free(text);
+    return h;
+}
+
+static char *manifest_json(const Compiled *c, const CompileOptions *o)
+{
+    Text t = {0};
+    put(&t, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": \"%s\",\n", PACKAGE_FORMAT,
+        COIL_VERSION_TEXT, c->g->name);
+    put(&t, "  \"cpu\": \"%s\",\n  \"no_fusion\": %s,\n", o->cpu.cpu ? o->cpu.cpu : "host",
+        o->no_fusion ? "true" : "false");
+    put(&t, "  \"loop_ir_fnv1a\": \"%016llx\",\n  \"kernels\": %d,\n  \"steps\": %d\n}\n",
+        (unsigned long long)program_hash(c->p), c->p->nkernel, c->p->nstep);
+    return t.s;
+}
+
+static bool write_text(const char *dir, const char *file, char *text, Err *e)
+{
+    if (!text) {
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "out of memory writing %s/%s", dir, file);
+        return false;
+    }
+    bool ok = write_file(dir, file, text, e);
+    free(text);
+    return ok;
+}
+
+bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
+                   const PackageOptions *po, Err *e)
+{
+    static const PackageOptions none = {0};
+    po = po ? po : &none;
+    return make_dir(dir, e) && write_text(dir, "model.cir", ir_print(c->g), e) &&
+           write_text(dir, "program.loop", loop_print(c->p), e) &&
+           write_text(dir, "plan.json", plan_json(c, po->sb, e), e) &&
+           emit_file(c, o, dir, "obj", "kernels.o", e) &&
+           (!list_has(po->emit, "llvm-ir") || emit_file(c, o, dir, "llvm-ir", "kernels.ll", e)) &&
+           (!list_has(po->emit, "asm") || emit_file(c, o, dir, "asm", "kernels.s", e)) &&
+           write_text(dir, "manifest.json", manifest_json(c, o), e); /* last: it marks a package */
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static char *read_file(const char *path, size_t *len, Err *e)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    while (f) {
+        if (n + 4096 > cap) {
+            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            if (!nb)
+                break;
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    bool ok = f && !ferror(f) && buf;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        err_set(e, ERR_INPUT, "%s: cannot read: %s", path, f ? "read error" : strerror(errno));
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+typedef struct Manifest {
+    bool no_fusion;
+    char hash[32];
+} Manifest;
+
+static bool field_string(const Json *m, const char *key, const char *path, const char **out, Err *e)
+{
+    const Json *v = json_get(m, key);
+    if (!v || v->kind != JSON_STRING) {
+        err_set(e, ERR_INPUT, "%s: \"%s\" is missing or not a string", path, key);
+        return false;
+    }
+    *out = v->s;
+    return true;
+}
+
+static bool check_manifest(const Json *m, const char *path, Manifest *out, Err *e)
+{
+    const Json *fmt = json_get(m, "format"), *nf = json_get(m, "no_fusion");
+    const char *version, *hash;
+    if (m->kind != JSON_OBJECT || !fmt || !fmt->is_int || fmt->i != PACKAGE_FORMAT) {
+        err_set(e, ERR_INPUT, "%s: not a coil package of format %d", path, PACKAGE_FORMAT);
+        return false;
+    }
+    if (!field_string(m, "coil", path, &version, e) ||
+        !field_string(m, "loop_ir_fnv1a", path, &hash, e))
+        return false;
+    if (strcmp(version, COIL_VERSION_TEXT) != 0) {
+        err_set(e, ERR_INPUT, "%s: written by coil %s, this is coil %s: compile the model again",
+                path, version, COIL_VERSION_TEXT);
+        return false;
+    }
+    out->no_fusion = nf && nf->kind == JSON_BOOL && nf->b;
+    snprintf(out->hash, sizeof out->hash, "%s", hash);
+    return true;
+}
+
+static bool read_manifest(const char *dir, Manifest *out, Err *e)
+{
+    char path[4096];
+    size_t len;
+    path_in(path, sizeof path, dir, "manifest.json");
+    char *text = read_file(path, &len, e);
+    Arena *a = text ? arena_new() : NULL;
+    const Json *m = a ? json_parse(a, text, len, path, e) : NULL;
+    bool ok = m && check_manifest(m, path, out, e);
+    arena_free(a);
+    free(text);
+    return ok;
+}
+
+Graph *package_graph(const char *dir, Err *e)
+{
+    Manifest m;
+    char path[4096];
+    path_in(path, sizeof path, dir, "model.cir");
+    return read_manifest(dir, &m, e) ? ir_parse_file(path, e) : NULL;
+}
+
+Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o, Err *e)
+{
+    Manifest m;
+    char object[4096], hash[32];
+    if (!read_manifest(dir, &m, e))
+        return NULL;
+    path_in(object, sizeof object, dir, "kernels.o");
+    CompileOptions lo = *o;
+    lo.no_fusion = m.no_fusion;
+    lo.no_llvm = false;
+    lo.object = object;
+    Graph *copy = graph_copy(g, e);
+    Compiled *c = copy ? compile_optimised(copy, &lo, e) : NULL;
+    if (!c)
+        return NULL;
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)program_hash(c->p));
+    if (strcmp(hash, m.hash) != 0) {
+        err_set(e, ERR_INPUT, "%s: the kernels were compiled from another loop program (hash %s, "
+                "this model lowers to %s): compile the model again", dir, m.hash, hash);
+        compiled_free(c);
+        return NULL;
+    }
+    return c;
+}

@@ -1,0 +1,29 @@
+/* package.h — ahead-of-time packages: `coil compile MODEL -o DIR` writes the optimised IR
+ * (model.cir), the loop IR (program.loop, for reading), the kernels' object code
+ * (kernels.o), the buffer plan (plan.json) and a manifest; `coil run DIR` loads them and
+ * runs without running LLVM's optimiser: the IR is lowered again (milliseconds, and
+ * deterministic: the manifest's hash of the loop IR proves the object matches it). */
+#ifndef COIL_RUNTIME_PACKAGE_H
+#define COIL_RUNTIME_PACKAGE_H
+
+#include "runtime/compiled.h"
+
+#define PACKAGE_FORMAT 1
+
+typedef struct PackageOptions {
+    const char *emit;     /* also write: "llvm-ir" (kernels.ll), "asm" (kernels.s), a list */
+    const SymBind *sb;    /* symbol sizes for plan.json's offsets (NULL: lifetimes only) */
+} PackageOptions;
+
+/* Whether path is a directory holding a package's manifest. */
+bool package_is(const char *path);
+/* Write c (compiled with o) to dir, created when missing; each file written to a
+ * temporary name and renamed, so a reader never sees half a file. */
+bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
+                   const PackageOptions *po, Err *e);
+/* The package's optimised graph, once its manifest is checked (format, coil version). */
+Graph *package_graph(const char *dir, Err *e);
+/* Compile g (package_graph's, not changed) with the package's object; threads from o. */
+Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o, Err *e);
+
+#endif

@@ -1,0 +1,225 @@
+/* bench.c — `coil bench`: compile a model, then time it in this process: warm-up runs,
+ * then the median (and min, max) of timed runs; throughput, GFLOP/s from the model's FLOP
+ * count, the fraction of the FMA peak measured on the same threads, planned memory and
+ * the process's peak resident set. --json gives what bench/run.sh reads. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "runtime/json.h"
+#include "runtime/peak.h"
+#include "runtime/pool.h"
+#include "runtime/summary.h"
+#include "tools/cli.h"
+
+typedef struct Figures {
+    int64_t batch, threads, runs, warmup;
+    double compile_s, median_s, min_s, max_s, flops, peak_gflops;
+    int64_t planned_bytes, rss_bytes;
+    EngineStats gemms;
+} Figures;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static bool run_once(Compiled *c, const Prepared *r, Tensor *outputs, double *seconds, Err *e)
+{
+    double t0 = now();
+    bool ok = compiled_run(c, r->inputs, r->params, outputs, e);
+    *seconds = now() - t0;
+    for (int i = 0; i < r->g->noutput; i++)
+        tensor_free(&outputs[i]);
+    return ok;
+}
+
+static bool time_runs(Compiled *c, const Prepared *r, Figures *f, Err *e)
+{
+    Tensor *outputs = calloc((size_t)r->g->noutput + 1, sizeof *outputs);
+    double *t = calloc((size_t)f->runs, sizeof *t), ignore;
+    bool ok = outputs && t;
+    for (int64_t i = 0; ok && i < f->warmup; i++)
+        ok = run_once(c, r, outputs, &ignore, e);
+    for (int64_t i = 0; ok && i < f->runs; i++)
+        ok = run_once(c, r, outputs, &t[i], e);
+    if (ok) {
+        qsort(t, (size_t)f->runs, sizeof *t, cmp_double);
+        f->median_s = f->runs % 2 ? t[f->runs / 2] : 0.5 * (t[f->runs / 2 - 1] + t[f->runs / 2]);
+        f->min_s = t[0];
+        f->max_s = t[f->runs - 1];
+        f->gemms = engine_stats(c->en);
+    } else if (err_ok(e)) {
+        err_set(e, ERR_INPUT, "out of memory");
+    }
+    free(outputs);
+    free(t);
+    return ok;
+}
+
+static int64_t peak_rss(void)
+{
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? (int64_t)u.ru_maxrss * 1024 : -1;
+}
+
+/* The batch: symbol B's size, else the first input's leading dimension, else 1. */
+static int64_t batch_of(const Prepared *r)
+{
+    int b = graph_sym_find(r->g, "B", 1);
+    if (b >= 0 && r->sb.known[b])
+        return r->sb.val[b];
+    return r->g->ninput && r->inputs[0].rank ? r->inputs[0].shape[0] : 1;
+}
+
+static void print_text_report(const Prepared *r, const Figures *f)
+{
+    double gflops = f->flops / f->median_s * 1e-9;
+    printf("model @%s, batch %lld, %lld threads (%s)\n", r->g->name, (long long)f->batch,
+           (long long)f->threads, peak_isa());
+    printf("compile   %.1f ms\n", f->compile_s * 1e3);
+    printf("latency   %.3f ms median (min %.3f, max %.3f) over %lld runs after %lld warm-up\n",
+           f->median_s * 1e3, f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs,
+           (long long)f->warmup);
+    printf("throughput %.1f samples/s\n", (double)f->batch / f->median_s);
+    printf("compute   %.1f GFLOP/s = %.1f%% of the %.1f GFLOP/s FMA peak (%.4g FLOPs per call)\n",
+           gflops, 100 * gflops / f->peak_gflops, f->peak_gflops, f->flops);
+    printf("memory    %.2f MiB planned, %.2f MiB peak resident (the whole process)\n",
+           (double)f->planned_bytes / 1048576.0, (double)f->rss_bytes / 1048576.0);
+    printf("gemms     %d generated, %d OpenBLAS\n", f->gemms.gemm_generated, f->gemms.gemm_blas);
+}
+
+static void print_json_report(const Prepared *r, const Figures *f)
+{
+    double gflops = f->flops / f->median_s * 1e-9;
+    printf("{\"engine\": \"coil\", \"model\": ");
+    json_write_string(stdout, r->g->name);
+    printf(", \"batch\": %lld, \"threads\": %lld, \"compile_s\": %.6f, \"median_ms\": %.6f, "
+           "\"min_ms\": %.6f, \"max_ms\": %.6f, \"runs\": %lld, \"warmup\": %lld, "
+           "\"samples_per_s\": %.4f, \"flops\": %.6g, \"gflops\": %.4f, \"peak_gflops\": %.4f, "
+           "\"peak_fraction\": %.6f, \"peak_memory_bytes\": %lld, \"planned_bytes\": %lld, "
+           "\"isa\": \"%s\", \"gemm_generated\": %d, \"gemm_blas\": %d}\n",
+           (long long)f->batch, (long long)f->threads, f->compile_s, f->median_s * 1e3,
+           f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs, (long long)f->warmup,
+           (double)f->batch / f->median_s, f->flops, gflops, f->peak_gflops,
+           gflops / f->peak_gflops, (long long)f->rss_bytes, (long long)f->planned_bytes,
+           peak_isa(), f->gemms.gemm_generated, f->gemms.gemm_blas);
+}
+
+/* Each step's share of the time, slowest first (the ten slowest). */
+static void print_profile(const Compiled *c, const Figures *f)
+{
+    const double *t = engine_step_seconds(c->en);
+    int n = c->p->nstep, order[n > 0 ? n : 1];
+    double total = 0;
+    for (int s = 0; s < n; s++) {
+        order[s] = s;
+        total += t[s];
+    }
+    for (int i = 0; i < n; i++) /* insertion sort: steps are few */
+        for (int j = i; j > 0 && t[order[j]] > t[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    int64_t runs = f->runs + f->warmup;
+    printf("profile   %.3f ms per run in %d steps; the slowest:\n", total / (double)runs * 1e3, n);
+    for (int i = 0; i < n && i < 10; i++) {
+        const Step *st = &c->p->step[order[i]];
+        const char *name = st->kind == STEP_KERNEL ? c->p->kernel[st->kernel].name : "gemm";
+        printf("  step %-4d %-24s %8.3f ms  %5.1f%%\n", order[i], name,
+               t[order[i]] / (double)runs * 1e3, 100 * t[order[i]] / total);
+    }
+}
+
+static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
+{
+    CompileOptions co = compile_options(a, (int)f->threads);
+    co.profile = a->profile;
+    double t0 = now();
+    Compiled *c = prepared_compile(r, &co, e);
+    f->compile_s = now() - t0;
+    bool ok = c && graph_flops(r->g, &r->sb, &f->flops, e) && time_runs(c, r, f, e);
+    const MemoryPlan *mp = ok ? engine_plan(c->en) : NULL;
+    if (mp)
+        f->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes;
+    if (ok && a->profile && !a->json)
+        print_profile(c, f);
+    compiled_free(c);
+    f->rss_bytes = peak_rss();
+    return ok;
+}
+
+/* --batch N is --dim B=N. */
+static int batch_size(const Command *cmd, Args *a, SymSize *sizes, int *nsizes)
+{
+    int64_t batch;
+    int rc = parse_count(cmd, "--batch", a->batch, 2, &batch);
+    if (rc == EXIT_OK && a->batch)
+        sizes[(*nsizes)++] = (SymSize){"B", batch};
+    return rc;
+}
+
+int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
+{
+    const Flag flags[] = {
+        {"--batch", .value = &a->batch},     {"--dim", .list = &a->dim},
+        {"--threads", .value = &a->threads}, {"--runs", .value = &a->runs},
+        {"--warmup", .value = &a->warmup},   {"--peak", .value = &a->peak},
+        {"--set", .list = &a->set},          {"--no-fusion", .on = &a->no_fusion},
+        {"--blas", .on = &a->blas},          {"--json", .on = &a->json},
+        {"--seed", .value = &a->seed},       {"--profile", .on = &a->profile},
+    };
+    SymSize sizes[argc + 2];
+    Figures f = {0};
+    int nsizes = 0;
+    uint64_t seed = 0;
+    int rc = parse_args(cmd, flags, sizeof flags / sizeof flags[0], argc, argv, a);
+    if (rc == EXIT_OK && !a->help && (rc = check_model_args(cmd, a, sizes)) == EXIT_OK)
+        nsizes = a->dim.n;
+    if (rc == EXIT_OK && !a->help)
+        rc = batch_size(cmd, a, sizes, &nsizes);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_count(cmd, "--threads", a->threads, pool_default_threads(), &f.threads);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_count(cmd, "--runs", a->runs, 20, &f.runs);
+    uint64_t warmup = 3;
+    if (rc == EXIT_OK && !a->help && a->warmup && (!parse_u64(a->warmup, &warmup) || warmup > 1000000))
+        rc = usage_error(cmd, "--warmup %s: expected a non-negative integer", a->warmup);
+    f.warmup = (int64_t)warmup;
+    if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
+        rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
+    char *end = NULL;
+    f.peak_gflops = a->peak ? strtod(a->peak, &end) : 0;
+    if (rc == EXIT_OK && !a->help && a->peak && (end == a->peak || *end || !(f.peak_gflops > 0)))
+        rc = usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
+    if (rc != EXIT_OK || a->help)
+        return rc != EXIT_OK ? rc : help(cmd);
+    Err e = {0};
+    Prepared r;
+    bool ok = prepare(&r, a, sizes, nsizes, seed, &e);
+    if (ok && a->batch && graph_sym_find(r.g, "B", 1) < 0) {
+        err_set(&e, ERR_USAGE, "--batch: model @%s has no symbolic dimension B", r.g->name);
+        ok = false;
+    }
+    if (ok && !f.peak_gflops)
+        f.peak_gflops = peak_fma_gflops((int)f.threads, 0.2);
+    f.batch = ok ? batch_of(&r) : 0;
+    ok = ok && measure(&r, a, &f, &e);
+    if (ok && a->json)
+        print_json_report(&r, &f);
+    else if (ok)
+        print_text_report(&r, &f);
+    rc = ok ? EXIT_OK : cli_fail(&e);
+    prepared_free(&r);
+    return rc;
+}

@@ -1,0 +1,188 @@
+/* cli.c — flag parsing and reporting shared by the `coil` command's subcommands. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "tools/cli.h"
+
+/* Located messages ("FILE:LINE:COL: error: ...") print as they are, others after "coil: ". */
+int cli_fail(const Err *e)
+{
+    if (strstr(e->msg, ": error: "))
+        fprintf(stderr, "%s\n", e->msg);
+    else
+        fprintf(stderr, "coil: %s\n", e->msg);
+    return e->code == ERR_USAGE ? EXIT_USAGE : EXIT_INPUT;
+}
+
+int usage_error(const Command *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "coil %s: ", cmd->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'coil %s --help'.\n", cmd->name);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+int help(const Command *cmd)
+{
+    printf("coil %s — %s\n\n%s", cmd->name, cmd->summary, cmd->usage);
+    return EXIT_OK;
+}
+
+/* Match argv[*i] against flags; "--name=value" and "--name value" are both accepted. */
+static int parse_flag(const Command *cmd, const Flag *flags, int nflags, int argc, char **argv,
+                      int *i)
+{
+    char *arg = argv[*i];
+    for (const Flag *f = flags; f < flags + nflags; f++) {
+        size_t n = strlen(f->name);
+        if (strncmp(arg, f->name, n) != 0 || (arg[n] != 0 && arg[n] != '='))
+            continue;
+        if (f->on) {
+            if (arg[n] == '=')
+                return usage_error(cmd, "%s takes no value", f->name);
+            *f->on = true;
+            return EXIT_OK;
+        }
+        char *value = arg[n] == '=' ? arg + n + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+        if (!value)
+            return usage_error(cmd, "%s needs a value", f->name);
+        if (f->list)
+            f->list->item[f->list->n++] = value;
+        else
+            *f->value = value;
+        return EXIT_OK;
+    }
+    return usage_error(cmd, "unknown option '%s'", arg);
+}
+
+int parse_args(const Command *cmd, const Flag *flags, int nflags, int argc, char **argv, Args *a)
+{
+    for (int i = 0; i < argc; i++) {
+        int rc = EXIT_OK;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            a->help = true;
+        else if (argv[i][0] == '-' && argv[i][1] != 0)
+            rc = parse_flag(cmd, flags, nflags, argc, argv, &i);
+        else if (a->model)
+            rc = usage_error(cmd, "unexpected argument '%s'", argv[i]);
+        else
+            a->model = argv[i];
+        if (rc != EXIT_OK)
+            return rc;
+    }
+    if (!a->model && !a->help)
+        return usage_error(cmd, "missing the model file");
+    return EXIT_OK;
+}
+
+/* Room in every list for all of argc. */
+bool args_init(Args *a, int argc)
+{
+    memset(a, 0, sizeof *a);
+    char **items = calloc(3 * (size_t)(argc + 1), sizeof *items);
+    a->input.item = items;
+    a->set.item = items ? items + argc + 1 : NULL;
+    a->dim.item = items ? items + 2 * (argc + 1) : NULL;
+    return items != NULL;
+}
+
+void args_free(Args *a) { free(a->input.item); }
+
+bool split_pair(const char *s, size_t *name_len, const char **value)
+{
+    const char *eq = strchr(s, '=');
+    *name_len = eq ? (size_t)(eq - s) : 0;
+    *value = eq ? eq + 1 : NULL;
+    return eq && eq != s;
+}
+
+static int check_pairs(const Command *cmd, const char *flag, const List *list)
+{
+    size_t len;
+    const char *value;
+    for (int i = 0; i < list->n; i++)
+        if (!split_pair(list->item[i], &len, &value) || !*value)
+            return usage_error(cmd, "%s expects NAME=VALUE, got '%s'", flag, list->item[i]);
+    return EXIT_OK;
+}
+
+bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno || s[0] == '-')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* --dim NAME=N strings to sizes (already checked to be pairs). */
+static int parse_dims(const Command *cmd, const List *dims, SymSize *sizes)
+{
+    for (int i = 0; i < dims->n; i++) {
+        char *name = dims->item[i];
+        size_t len;
+        const char *value;
+        split_pair(name, &len, &value);
+        uint64_t v;
+        if (!parse_u64(value, &v) || v > (UINT64_C(1) << 40))
+            return usage_error(cmd, "--dim %s: the size must be a non-negative integer", name);
+        name[len] = 0; /* argv's strings are ours to cut */
+        sizes[i] = (SymSize){name, (int64_t)v};
+    }
+    return EXIT_OK;
+}
+
+int check_model_args(const Command *cmd, const Args *a, SymSize *sizes)
+{
+    int rc = check_pairs(cmd, "--set", &a->set);
+    if (rc == EXIT_OK)
+        rc = check_pairs(cmd, "--input", &a->input);
+    if (rc == EXIT_OK)
+        rc = check_pairs(cmd, "--dim", &a->dim);
+    if (rc == EXIT_OK)
+        rc = parse_dims(cmd, &a->dim, sizes);
+    return rc;
+}
+
+int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
+                int64_t *out)
+{
+    uint64_t v;
+    *out = def;
+    if (!value)
+        return EXIT_OK;
+    if (!parse_u64(value, &v) || v == 0 || v > (UINT64_C(1) << 30))
+        return usage_error(cmd, "%s %s: expected a positive integer", flag, value);
+    *out = (int64_t)v;
+    return EXIT_OK;
+}
+
+int print_text(char *text, const char *what)
+{
+    if (!text) {
+        fprintf(stderr, "coil: out of memory printing the %s\n", what);
+        return EXIT_INPUT;
+    }
+    fputs(text, stdout);
+    free(text);
+    return EXIT_OK;
+}
+
+Graph *load_model(const Args *a, uint64_t seed, Err *e)
+{
+    ModelOptions opt = {(const char *const *)a->set.item, a->set.n, a->train, seed};
+    return model_load(a->model, &opt, e);
+}
+
+CompileOptions compile_options(const Args *a, int threads)
+{
+    return (CompileOptions){.no_fusion = a->no_fusion, .blas_gemm = a->blas, .threads = threads};
+}

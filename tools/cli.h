@@ -1,0 +1,98 @@
+/* cli.h — what the `coil` command's files share: the command table's types, the flags
+ * every command draws from, their parsing, and reporting (exit 0 success, 1 bad input,
+ * 2 bad usage). */
+#ifndef COIL_TOOLS_CLI_H
+#define COIL_TOOLS_CLI_H
+
+#include <stdio.h>
+
+#include "ir/ir.h"
+#include "runtime/compiled.h"
+#include "runtime/init.h"
+
+#define COIL_VERSION "0.1.0"
+#define DEFAULT_DIM 2 /* size of a symbolic dim that nothing else sizes */
+
+enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+typedef struct Args Args;
+
+typedef struct Command {
+    const char *name;
+    int (*run)(const struct Command *cmd, Args *a, int argc, char **argv);
+    const char *summary;
+    const char *usage; /* --help text after the summary */
+} Command;
+
+/* A repeatable flag's values, in command-line order (pointers into argv). */
+typedef struct List {
+    char **item;
+    int n;
+} List;
+
+/* Everything any command accepts; each command says which flags it takes. */
+struct Args {
+    const char *model;
+    bool help, interp, params, train, all, no_fusion, json, blas, profile;
+    const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
+        *warmup, *peak, *emit, *mode;
+    List input, set, dim; /* "NAME=VALUE" strings */
+};
+
+/* A flag and where its value goes: one of value (single), list (repeatable), on (no value). */
+typedef struct Flag {
+    const char *name;
+    const char **value;
+    List *list;
+    bool *on;
+} Flag;
+
+int cli_fail(const Err *e);
+int usage_error(const Command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int help(const Command *cmd);
+/* Parse argv (after the command name): flags, -h/--help, and one model file. */
+int parse_args(const Command *cmd, const Flag *flags, int nflags, int argc, char **argv, Args *a);
+bool args_init(Args *a, int argc);
+void args_free(Args *a);
+/* "NAME=VALUE" split at the first '=': false when there is no name or no '='. */
+bool split_pair(const char *s, size_t *name_len, const char **value);
+bool parse_u64(const char *s, uint64_t *out);
+/* --set and --dim pairs checked, then the dims' sizes parsed into sizes[a->dim.n]. */
+int check_model_args(const Command *cmd, const Args *a, SymSize *sizes);
+/* A positive count flag (--threads, --runs): def when absent. */
+int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
+                int64_t *out);
+/* Print text the caller allocated (NULL: out of memory). */
+int print_text(char *text, const char *what);
+
+/* The model file (.cir, .coil) a command names, loaded with --set, --train and a seed. */
+Graph *load_model(const Args *a, uint64_t seed, Err *e);
+/* Compile options from --no-fusion, --threads (already checked) and --blas. */
+CompileOptions compile_options(const Args *a, int threads);
+
+/* ---------------------------------------------------------------- prepare.c */
+
+/* A model ready to run: loaded (a model file or a package directory), inputs read from
+ * --input or drawn from the seed, parameters from --weights or their initializers. */
+typedef struct Prepared {
+    Graph *g;         /* as loaded (a package: its optimised graph) */
+    const char *package; /* the directory when MODEL is a package, else NULL */
+    Tensor *inputs, *params;
+    bool *given;
+    int nparam;
+    SymBind sb;
+} Prepared;
+
+/* sizes[0..nsizes): symbol sizes given on the command line. */
+bool prepare(Prepared *r, const Args *a, const SymSize *sizes, int nsizes, uint64_t seed, Err *e);
+void prepared_free(Prepared *r);
+/* Compile r's model (or load its package) for the CPU. */
+Compiled *prepared_compile(const Prepared *r, const CompileOptions *o, Err *e);
+
+/* ---------------------------------------------------------------- the commands */
+
+int cmd_run(const Command *cmd, Args *a, int argc, char **argv);
+int cmd_bench(const Command *cmd, Args *a, int argc, char **argv);
+int cmd_compile(const Command *cmd, Args *a, int argc, char **argv);
+
+#endif
