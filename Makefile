@@ -17,11 +17,13 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The demo, the main job: the seed's production MLP (26.3M parameters) checked, then run
-# at batch 128 (interpreted, about 10 s, until the CPU backend lands).
+# The demo, the main job: the seed's production MLP (26.3M parameters, 24 blocks of
+# Linear, LayerNorm, GELU, Dropout at width 1024) checked, compiled for this CPU and run at
+# batch 128, then timed: compile time, time per batch, throughput, GFLOP/s.
 demo: build
 	$(BUILD)/coil check examples/mlp.coil --dim B=128
 	$(BUILD)/coil run examples/mlp.coil --dim B=128 --seed 1
+	$(BUILD)/coil bench examples/mlp.coil --batch 128 --runs 20
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -81,16 +81,16 @@ typedef struct Lx {
 
 /* ---------------------------------------------------------------- statements */
 
-typedef enum StmtKind {
+typedef enum LStmtKind {
     ST_STORE,  /* buffer `buf` at i64 expression `index` = value (converted to its dtype) */
     ST_REDUCE, /* acc = combine(acc, value) over the inner space: `op` OP_SUM (starts at
                   0), OP_MAX (-inf, or the dtype's least), OP_MIN, or OP_ARGMAX (the
                   first value of inner variable `axis` where value is greatest; a NaN is
                   the greatest) */
-} StmtKind;
+} LStmtKind;
 
 typedef struct LStmt {
-    StmtKind kind;
+    LStmtKind kind;
     int op;       /* ST_REDUCE: OP_SUM, OP_MAX, OP_MIN, OP_ARGMAX */
     int buf;      /* ST_STORE */
     int index;    /* ST_STORE: i64 expression */

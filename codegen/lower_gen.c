@@ -361,6 +361,10 @@ static int compute(Gen *G, int id, const int *idx)
         return concat_value(G, id, idx);
     if (n->op == OP_GATHER)
         return gather_value(G, id, idx);
+    if (n->op == OP_INDEX_CHECK) { /* checked before the run when it reads an input */
+        lower_index_check(G->L, n->in[0], dim_static(node_int(n, "bound")));
+        return value_at(G, n->in[0], idx);
+    }
     if (op_info[n->op].flags & OPF_POINTWISE)
         return pointwise_value(G, id, idx);
     err_set(L->e, ERR_INPUT, "lowering: %s cannot be computed in a loop kernel",

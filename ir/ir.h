@@ -151,7 +151,7 @@ typedef enum OpCode {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAXIMUM, OP_MINIMUM,
     OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
     /* other pointwise */
-    OP_WHERE, OP_CAST,
+    OP_WHERE, OP_CAST, OP_INDEX_CHECK,
     /* reductions */
     OP_SUM, OP_MEAN, OP_MAX, OP_MIN, OP_ARGMAX,
     /* contraction */

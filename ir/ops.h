@@ -25,6 +25,8 @@ bool eval_unary(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_binary(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_where(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_copy(const Node *n, const ITensor *in, ITensor *out, Err *e); /* cast, reshape */
+bool infer_index_check(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_index_check(const Node *n, const ITensor *in, ITensor *out, Err *e);
 /* Broadcast two shapes (numpy rules) into out; false with a message naming the dim. */
 bool broadcast_types(const Graph *g, const char *op, const Type *a, const Type *b, Type *out, Err *e);
 /* Offset into a broadcast operand for output coordinates idx. */

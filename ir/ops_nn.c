@@ -525,7 +525,9 @@ int dec_dropout(Builder *b, const Node *n, const int *in)
 }
 
 /* -sum(where(iota(C) == labels[..., None], log_softmax(logits), 0), -1), then reduced.
- * Labels compare as i64: an i8 iota would wrap past 127 and match the wrong class. */
+ * Labels compare as i64: an i8 iota would wrap past 127 and match the wrong class. With C
+ * static the labels first pass index_check, so a label out of range stays an error after
+ * decomposition, as it is of the composite (a symbolic C has no bound to check against). */
 int dec_cross_entropy(Builder *b, const Node *n, const int *in)
 {
     Type logits, column;
@@ -534,6 +536,11 @@ int dec_cross_entropy(Builder *b, const Node *n, const int *in)
     int64_t last[1] = {-1};
     Type classes = {.dt = DT_I64, .rank = 1, .dim = {logits.dim[logits.rank - 1]}};
     int labels = column.dt == DT_I64 ? in[1] : b_cast(b, in[1], DT_I64);
+    Dim c = logits.dim[logits.rank - 1];
+    if (dim_is_static(c)) {
+        Attr bound = attr_int("bound", c.k);
+        labels = b_op(b, OP_INDEX_CHECK, &labels, 1, &bound, 1, NULL);
+    }
     column.dt = DT_I64;
     column.dim[column.rank++] = dim_static(1);
     int onehot = b_binary(b, OP_EQ, b_reshape(b, labels, &column), b_iota(b, &classes, 0));

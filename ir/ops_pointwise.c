@@ -287,3 +287,38 @@ double s_lt(double a, double b) { return a < b; }
 double s_le(double a, double b) { return a <= b; }
 double s_gt(double a, double b) { return a > b; }
 double s_ge(double a, double b) { return a >= b; }
+
+/* index_check: the identity on integers that must index `bound` things (cross_entropy's
+ * labels); a value outside [0, bound) is an error where it is evaluated, so a bad label
+ * is reported, not silently matched to no class. */
+bool infer_index_check(const Graph *g, const Node *n, const Type *in, Type *out, Err *e)
+{
+    char ty[256];
+    DType dt = in[0].dt;
+    if (dt != DT_I8 && dt != DT_I32 && dt != DT_I64) {
+        err_set(e, ERR_INPUT, "index_check: %s is not an integer tensor (i8, i32, i64)",
+                type_fmt(g, &in[0], ty, sizeof ty));
+        return false;
+    }
+    if (node_int(n, "bound") < 0) {
+        err_set(e, ERR_INPUT, "index_check: bound %lld is negative", (long long)node_int(n, "bound"));
+        return false;
+    }
+    *out = in[0];
+    return true;
+}
+
+bool eval_index_check(const Node *n, const ITensor *in, ITensor *out, Err *e)
+{
+    int64_t bound = node_int(n, "bound");
+    for (int64_t i = 0; i < in[0].n; i++) {
+        double v = in[0].d[i];
+        if (!(v >= 0 && v < (double)bound)) {
+            err_set(e, ERR_INPUT, "index_check: element %lld is %.0f, outside [0, %lld)",
+                    (long long)i, v, (long long)bound);
+            return false;
+        }
+        out->d[i] = v;
+    }
+    return true;
+}

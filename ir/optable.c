@@ -26,6 +26,7 @@ static const AttrSpec a_layer_norm[] = {{"eps", AK_FLOAT, false, 1e-5}};
 static const AttrSpec a_rms_norm[] = {{"eps", AK_FLOAT, false, 1e-6}};
 static const AttrSpec a_dropout[] = {{"p", AK_FLOAT, true, 0}, {"seed", AK_INT, false, 0},
                                      {"offset", AK_INT, false, 0}};
+static const AttrSpec a_bound[] = {{"bound", AK_INT, true, 0}};
 static const AttrSpec a_cross_entropy[] = {{"reduction", AK_STR, false, 0}};
 static const AttrSpec a_attention[] = {{"causal", AK_BOOL, false, 0}, {"scale", AK_FLOAT, false, 0}};
 
@@ -86,6 +87,8 @@ const OpInfo op_info[OP_COUNT] = {
                   NULL, NULL, NULL, NULL},
     [OP_CAST] = {"cast", 1, 1, OPF_POINTWISE | OPF_TYPED, NONE, infer_cast, eval_copy, flops_zero,
                  NULL, NULL, NULL, NULL},
+    [OP_INDEX_CHECK] = {"index_check", 1, 1, OPF_POINTWISE, SPECS(a_bound), infer_index_check,
+                        eval_index_check, flops_zero, NULL, NULL, NULL, NULL},
 
     [OP_SUM] = REDUCE("sum"),
     [OP_MEAN] = REDUCE("mean"),

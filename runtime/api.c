@@ -12,8 +12,9 @@
 #ifdef COIL_HAVE_FRONTEND
 #include "frontend/lower.h"
 #endif
-#include "runtime/safetensors.h"
+#include "runtime/compiled.h"
 #include "runtime/init.h"
+#include "runtime/safetensors.h"
 
 _Static_assert(COIL_F32 == (int)DT_F32 && COIL_F16 == (int)DT_F16 && COIL_BF16 == (int)DT_BF16 &&
                    COIL_I8 == (int)DT_I8 && COIL_I32 == (int)DT_I32 && COIL_I64 == (int)DT_I64 &&
@@ -31,6 +32,9 @@ struct coil_model {
     int count[NKIND];
     int *param_id;  /* node ids of the parameters, graph_params order */
     Tensor *params; /* graph_params order; data is NULL until the parameter has a value */
+    bool interpret;
+    int threads;
+    Compiled *compiled; /* made at the first coil_run */
 };
 
 const char *coil_version(void) { return COIL_VERSION; }
@@ -209,6 +213,7 @@ void coil_free(coil_model *model)
     if (!model)
         return;
     params_free(model->params, model->count[COIL_PARAM]);
+    compiled_free(model->compiled);
     graph_free(model->g);
     free(model);
 }
@@ -232,11 +237,15 @@ static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error 
     return true;
 }
 
-static coil_model *loaded(Graph *g, Err *e, coil_error *err)
+static coil_model *loaded(Graph *g, const coil_options *opt, Err *e, coil_error *err)
 {
     coil_model *m = model_new(g, e);
     if (!m)
         fail_err(err, e);
+    if (m && opt) {
+        m->interpret = opt->interpret;
+        m->threads = opt->threads > 0 ? opt->threads : 0;
+    }
     return m;
 }
 
@@ -251,7 +260,7 @@ coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err
     }
     if (!model_options(opt, &mo, err))
         return NULL;
-    return loaded(model_load(path, &mo, &e), &e, err);
+    return loaded(model_load(path, &mo, &e), opt, &e, err);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -288,13 +297,13 @@ coil_model *coil_load_text(const char *name, const char *text, size_t len,
     if (!model_options(opt, &mo, err))
         return NULL;
     if (ends_with(name, ".coil"))
-        return loaded(compile_text(name, text ? text : "", len, &mo, &e), &e, err);
+        return loaded(compile_text(name, text ? text : "", len, &mo, &e), opt, &e, err);
     if (mo.nset > 0) {
         fail(err, COIL_ERR_INPUT, "override %s: %s is IR text, which has no config constants "
              "to set", mo.set[0], name);
         return NULL;
     }
-    return loaded(ir_parse(text ? text : "", len, name, &e), &e, err);
+    return loaded(ir_parse(text ? text : "", len, name, &e), opt, &e, err);
 }
 
 /* ---------------------------------------------------------------- introspection */
@@ -489,7 +498,18 @@ static bool input_views(const coil_model *m, const coil_tensor *inputs, Tensor *
     return true;
 }
 
-/* Hand the interpreter's outputs to the caller (same allocator: coil_tensor_free frees). */
+/* Run the compiled model (compiled now at the first call) or the interpreter. */
+static bool evaluate(coil_model *m, const Tensor *inputs, Tensor *res, Err *e)
+{
+    if (m->interpret)
+        return interp_run(m->g, inputs, m->params, res, NULL, e);
+    CompileOptions o = {.threads = m->threads};
+    if (!m->compiled && !(m->compiled = compile_graph(m->g, &o, e)))
+        return false;
+    return compiled_run(m->compiled, inputs, m->params, res, e);
+}
+
+/* Hand the outputs to the caller (same allocator: coil_tensor_free frees). */
 static void outputs_give(const Tensor *res, coil_tensor *outputs, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -516,7 +536,7 @@ bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_te
     if (!ok)
         fail(err, COIL_ERR_INPUT, "coil_run: out of memory");
     ok = ok && input_views(model, inputs, views, err);
-    if (ok && !(ok = interp_run(model->g, views, model->params, res, NULL, &e)))
+    if (ok && !(ok = evaluate(model, views, res, &e)))
         fail_err(err, &e);
     if (ok)
         outputs_give(res, outputs, noutputs);

@@ -1,9 +1,9 @@
 /* coil.h — the public C API of coil, the only header a program embedding coil includes:
  * load a model, inspect its signature, give its parameters values, run it on host tensors.
  *
- * The engine behind coil_run is, for now, the reference interpreter (every op evaluated in
- * f64 and rounded to its dtype): exact and portable, not fast. The API will stay the same
- * when compiled engines land.
+ * coil_run compiles the model for the CPU at its first call (fusion, LLVM: milliseconds to
+ * a second) and runs the compiled kernels from then on; coil_options.interpret asks for the
+ * reference interpreter instead (every op in f64, rounded to its dtype: exact, slow).
  *
  * Conventions:
  * - Functions taking `coil_error *err` report failure through it (err may be NULL when the
@@ -102,6 +102,8 @@ typedef struct coil_options {
     int noverrides;
     bool training; /* dropout is active (masks drawn from seed); else it is the identity */
     uint64_t seed; /* of dropout's random streams in training mode */
+    bool interpret; /* coil_run evaluates with the reference interpreter, not compiled code */
+    int threads;    /* threads for compiled kernels; 0: one per CPU */
 } coil_options;
 
 /* Load a model file: .cir (IR text) or .coil (the model language), by extension. The
@@ -171,7 +173,9 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
 
 /* ---------------------------------------------------------------- running */
 
-/* Evaluate the model. inputs[0..ninputs) are the model's inputs in signature order,
+/* Evaluate the model: compiled code (compiled at the first call), or the interpreter when
+ * the model was loaded with coil_options.interpret. inputs[0..ninputs) are the model's
+ * inputs in signature order,
  * caller-owned and only read: ninputs must be coil_count(model, COIL_INPUT), and each
  * input's dtype, rank and static sizes must be its declared ones (the message names the
  * input). Symbolic sizes (the batch) bind from the inputs' shapes and must agree across

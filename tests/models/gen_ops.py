@@ -386,6 +386,11 @@ def cast_cases():
         for dst in NUMPY_STORAGE:
             c.node("%%%s = cast %%x : %s" % (dst, ty(dst, x.shape)))
             c.output("to_" + dst, dst, dst, x)
+    # index_check is the identity on values in range (out of range is an error: test_ops)
+    single("index_check_i64", "index_check", [("x", "i64", [0, 4, 9, 3])], "i64", lambda x: x,
+           "bound=10")
+    single("index_check_i32", "index_check", [("x", "i32", [[1, 0], [2, 1]])], "i32",
+           lambda x: x, "bound=3")
     # beyond every integer range: only float and bool targets have a defined value
     c = case("cast_float_specials")
     x = c.input("x", "f32", [np.nan, np.inf, -np.inf, 0.0, 3.0e38, -1e-40, 1e-45])

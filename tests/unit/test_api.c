@@ -233,6 +233,29 @@ static void test_tiny_cir(void)
 
 /* ---------------------------------------------------------------- tiny.coil */
 
+/* coil_run compiles by default; the interpreter (coil_options.interpret) agrees with it. */
+static void test_compiled_matches(const coil_tensor *in)
+{
+    coil_error err;
+    coil_options interp = {.interpret = true}, two = {.threads = 2};
+    coil_model *a = coil_load("examples/tiny.coil", &two, &err);
+    coil_model *b = coil_load("examples/tiny.coil", &interp, &err);
+    coil_tensor oa[2], ob[2];
+    bool ok = a && b && coil_init_params(a, 7, NULL, 0, &err) &&
+              coil_init_params(b, 7, NULL, 0, &err) && coil_run(a, in, 1, oa, 2, &err) &&
+              coil_run(b, in, 1, ob, 2, &err);
+    CHECK_OK(ok, err);
+    for (int o = 0; ok && o < 2; o++) {
+        const float *x = oa[o].data, *y = ob[o].data;
+        for (int i = 0; i < 40; i++)
+            CHECK(fabs(x[i] - y[i]) <= 1e-5 * (1 + fabs(y[i])));
+        coil_tensor_free(&oa[o]);
+        coil_tensor_free(&ob[o]);
+    }
+    coil_free(a);
+    coil_free(b);
+}
+
 static void test_tiny_coil(void)
 {
     coil_error err;
@@ -268,32 +291,33 @@ static void test_tiny_coil(void)
         coil_tensor_free(&out[1]);
     }
     coil_free(m);
+    test_compiled_matches(&in);
 }
 
 static void test_overrides(void)
 {
     coil_error err;
     const char *set[] = {"hidden=8", "hidden=12"}; /* the last one wins */
-    coil_options opt = {set, 2, false, 0};
+    coil_options opt = {.overrides = set, .noverrides = 2};
     coil_model *m = coil_load("examples/tiny.coil", &opt, &err);
     CHECK_OK(m, err);
     CHECK_STR(m ? coil_info_at(m, COIL_PARAM, 0)->type : NULL, "f32[12,16]");
     coil_free(m);
     const char *bad[] = {"hiden=8"};
-    opt = (coil_options){bad, 1, false, 0};
+    opt = (coil_options){.overrides = bad, .noverrides = 1};
     CHECK(!coil_load("examples/tiny.coil", &opt, &err));
     CHECK_ERR(err, COIL_ERR_INPUT, "hiden");
     CHECK(!coil_load("examples/tiny.cir", &opt, &err));
     CHECK_ERR(err, COIL_ERR_INPUT, "hiden=8", "IR text");
     const char *malformed[] = {"hidden"};
-    opt = (coil_options){malformed, 1, false, 0};
+    opt = (coil_options){.overrides = malformed, .noverrides = 1};
     CHECK(!coil_load("examples/tiny.coil", &opt, &err));
     CHECK_ERR(err, COIL_ERR_USAGE, "'hidden'", "name=value");
-    opt = (coil_options){NULL, 1, false, 0};
+    opt = (coil_options){.overrides = NULL, .noverrides = 1};
     CHECK(!coil_load("examples/tiny.coil", &opt, &err));
     CHECK_ERR(err, COIL_ERR_USAGE, "overrides is NULL");
     const char *nulls[] = {NULL};
-    opt = (coil_options){nulls, 1, false, 0};
+    opt = (coil_options){.overrides = nulls, .noverrides = 1};
     CHECK(!coil_load("examples/tiny.coil", &opt, &err));
     CHECK_ERR(err, COIL_ERR_USAGE, "(null)");
 }
@@ -308,7 +332,8 @@ static void test_training(void)
     coil_tensor in = tensor_f32(2, (int64_t[]){2, 8}, x);
     float got[4][6];
     for (int k = 0; k < 4; k++) {
-        coil_options opt = {set, 3, k >= 2, (uint64_t)(k % 2 + 1)};
+        coil_options opt = {.overrides = set, .noverrides = 3, .training = k >= 2,
+                            .seed = (uint64_t)(k % 2 + 1)};
         coil_error err;
         coil_tensor out;
         coil_model *m = coil_load("examples/mlp.coil", &opt, &err);

@@ -415,6 +415,32 @@ static void test_leaf_errors(void)
                  "error: iota: axis -3 is out of range for i64[B,3] (rank 2)");
 }
 
+/* index_check: the identity in range; out of range an error naming element and bound;
+ * only integers, and a non-negative bound. */
+static void test_index_check(void)
+{
+    Type t = type_make(DT_I64, 1, (int64_t[]){3});
+    Attr bound = attr_int("bound", 5);
+    Tensor out;
+    if (check_eval(OP_INDEX_CHECK, 1, &t, (const double *[]){(double[]){4, 0, 2}}, &bound, 1,
+                   NULL, &out, NULL))
+        CHECK_RESULT(&out, "i64[3]", ((double[]){4, 0, 2}), 3, 0);
+    Err err = {0};
+    Graph *g = graph_new("bad");
+    Builder b = builder_make(g, &err);
+    int x = b_input(&b, "x", &t);
+    b_output(&b, b_op(&b, OP_INDEX_CHECK, &x, 1, &bound, 1, NULL), NULL);
+    Tensor in = check_tensor(DT_I64, 1, (int64_t[]){3}, (double[]){1, 5, -1});
+    CHECK(err_ok(&err) && !interp_run(g, &in, NULL, &out, NULL, &err));
+    CHECK(strstr(err.msg, "index_check: element 1 is 5, outside [0, 5)") != NULL);
+    tensor_free(&in);
+    graph_free(g);
+    Type f = type_make(DT_F32, 1, (int64_t[]){3});
+    expect_error(OP_INDEX_CHECK, 1, &f, &bound, 1, NULL, "error: index_check: f32[3] is not an integer tensor (i8, i32, i64)");
+    Attr negative = attr_int("bound", -1);
+    expect_error(OP_INDEX_CHECK, 1, &t, &negative, 1, NULL, "error: index_check: bound -1 is negative");
+}
+
 int main(void)
 {
     test_unary_table();
@@ -425,6 +451,7 @@ int main(void)
     test_compare();
     test_where();
     test_cast();
+    test_index_check();
     test_symbolic();
     test_leaves();
     test_errors();

@@ -79,6 +79,8 @@ static int special_cases(OpCase *c)
          "rand {seed=1, offset=64} : f32[B]"},
         {OP_WHERE, {"bool[B,3]", "f32[B,3]", "f32[3]"}, NULL, {{0}}, 0, "where %a, %b, %c : f32[B,3]"},
         {OP_CAST, {"f32[B,3]"}, "i32[B,3]", {{0}}, 0, "cast %a : i32[B,3]"},
+        {OP_INDEX_CHECK, {"i64[B]"}, NULL, {attr_int("bound", 10)}, 1,
+         "index_check %a {bound=10} : i64[B]"},
         {OP_SUM, {"f32[B,3]"}, NULL, {attr_ints("axes", 1, i_1), attr_bool("keepdim", true)}, 2,
          "sum %a {axes=[1], keepdim=true} : f32[B,1]"},
         {OP_MEAN, {"f32[B,3]"}, NULL, {{0}}, 0, "mean %a : f32[]"},
