@@ -5,7 +5,6 @@
  * in SSA form and register allocation sees exactly MR x NR (dot) or MR x NR/vec (bcast)
  * live vectors. The dot form sums along k inside each vector, so its tile ends with a
  * transposing reduction tree; the broadcast form's vectors already run along n. */
-#include <stdio.h>
 #include <string.h>
 
 #include "codegen/cpu/ukernel.h"
@@ -164,13 +163,6 @@ static LLVMValueRef begin_function(Gen *g, const char *name, LLVMTypeRef *params
             LLVMAddAttributeAtIndex(fn, (unsigned)i + 1, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
                             LLVMCreateEnumAttribute(g->ctx, nounwind, 0));
-    /* x86 CPUs tuned to prefer 256-bit vectors (Skylake-X and later) split wider ones
-     * unless the function says it needs them, as clang marks 512-bit intrinsics */
-    char bits[16];
-    int nb = snprintf(bits, sizeof bits, "%d", g->vec * 32);
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(g->ctx, "min-legal-vector-width", 22, bits,
-                                                      (unsigned)nb));
     LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
     return fn;
 }
