@@ -369,6 +369,18 @@ bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params,
 bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb,
                       ITensor *out, Err *e);
 
+/* ---------------------------------------------------------------- growing text */
+
+/* A string built with printf formats (ir/text.c). Zero-initialise; text_take hands the
+ * malloc'd string over (NULL when any append ran out of memory) and resets t. */
+typedef struct Text {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} Text;
+void text_put(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *text_take(Text *t);
+
 /* ---------------------------------------------------------------- text form */
 
 /* ir/print.c: the IR text form (docs/IR.md). Returns a malloc'd string. */

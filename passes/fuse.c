@@ -11,7 +11,6 @@
  * Afterwards a GEMM takes a pointwise group reading its result at the same index as its
  * epilogue, and groups of one space that read a common buffer merge (horizontal fusion).
  * Views are never grouped: lowering turns them into index expressions wherever used. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -686,33 +685,6 @@ void fuse_free(Fusion *f)
 
 /* ---------------------------------------------------------------- printing */
 
-typedef struct Text {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} Text;
-
-__attribute__((format(printf, 2, 3)))
-static void put(Text *t, const char *fmt, ...)
-{
-    va_list ap;
-    for (int tries = 0; tries < 2 && !t->oom; tries++) {
-        va_start(ap, fmt);
-        int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (k >= 0 && t->s && t->n + (size_t)k < t->cap) {
-            t->n += (size_t)k;
-            return;
-        }
-        size_t cap = (t->cap + (size_t)k + 1) * 2;
-        char *s = realloc(t->s, cap);
-        if (!s)
-            t->oom = true;
-        else
-            t->s = s, t->cap = cap;
-    }
-}
-
 /* A node as ir_print names it: an input by name, anything else by statement number. */
 static void put_node(Text *t, const Graph *g, int id)
 {
@@ -720,9 +692,9 @@ static void put_node(Text *t, const Graph *g, int id)
     for (int i = 0; i < id; i++)
         num += g->node[i].op != OP_INPUT;
     if (g->node[id].op == OP_INPUT)
-        put(t, " %%%s", node_name(&g->node[id]));
+        text_put(t, " %%%s", node_name(&g->node[id]));
     else
-        put(t, " %%%d", num);
+        text_put(t, " %%%d", num);
 }
 
 static const char *const kind_name[] = {"pointwise", "row", "gemm"};
@@ -731,40 +703,36 @@ static void put_group(Text *t, const Graph *g, const Fusion *f, int grp)
 {
     const FuseGroup *G = &f->g[grp];
     char ty[256];
-    put(t, "// g%d %s %s", grp, kind_name[G->kind], type_fmt(g, &G->space, ty, sizeof ty));
+    text_put(t, "// g%d %s %s", grp, kind_name[G->kind], type_fmt(g, &G->space, ty, sizeof ty));
     if (G->kind == FUSE_ROW) {
-        put(t, " inner {");
+        text_put(t, " inner {");
         for (int d = 0, first = 1; d < G->space.rank; d++)
             if (G->inner >> d & 1) {
-                put(t, first ? "%d" : ",%d", d);
+                text_put(t, first ? "%d" : ",%d", d);
                 first = 0;
             }
-        put(t, "}");
+        text_put(t, "}");
     }
     if (G->epilogue >= 0)
-        put(t, " epilogue g%d", G->epilogue);
+        text_put(t, " epilogue g%d", G->epilogue);
     if (G->gemm >= 0)
-        put(t, " (epilogue of g%d)", G->gemm);
-    put(t, ":");
+        text_put(t, " (epilogue of g%d)", G->gemm);
+    text_put(t, ":");
     for (int id = 0; id < g->nnode; id++)
         if (f->group[id] == grp)
             put_node(t, g, id);
-    put(t, "; stores");
+    text_put(t, "; stores");
     for (int id = 0; id < g->nnode; id++)
         if (f->group[id] == grp && f->stored[id])
             put_node(t, g, id);
-    put(t, "\n");
+    text_put(t, "\n");
 }
 
 char *fuse_print(const Graph *g, const Fusion *f)
 {
     Text t = {0};
-    put(&t, "// fusion: %d groups, in execution order\n", f->ngroup);
+    text_put(&t, "// fusion: %d groups, in execution order\n", f->ngroup);
     for (int i = 0; i < f->ngroup; i++)
         put_group(&t, g, f, f->order[i]);
-    if (t.oom) {
-        free(t.s);
-        return NULL;
-    }
-    return t.s;
+    return text_take(&t);
 }

@@ -4,7 +4,6 @@
  * features its code uses (codegen/cpu checks those), so a package from another machine or
  * another coil is refused, never run. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,36 +85,6 @@ static bool list_has(const char *list, const char *item)
     return false;
 }
 
-typedef struct Text {
-    char *s;
-    size_t n, cap;
-} Text;
-
-__attribute__((format(printf, 2, 3)))
-static void put(Text *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    int k = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (k < 0)
-        return;
-    if (t->n + (size_t)k + 1 > t->cap) {
-        size_t cap = (t->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(t->s, cap);
-        if (!ns) {
-            free(s);
-            return;
-        }
-        t->s = ns;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->n, s, (size_t)k + 1);
-    t->n += (size_t)k;
-    free(s);
-}
-
 static const char *const kind_name[] = {"input", "param", "output", "const", "temp"};
 
 /* The buffers with their lifetimes and, at the given sizes, the arena offsets. */
@@ -125,26 +94,27 @@ static char *plan_json(const Compiled *c, const SymBind *sb, Err *e)
     MemoryPlan mp = {0};
     bool placed = sb && plan_memory(p, sb, &mp, e);
     Text t = {0};
-    put(&t, "{\n  \"arena_bytes\": ");
-    put(&t, placed ? "%lld" : "null", (long long)mp.arena_bytes);
-    put(&t, ",\n  \"buffers\": [\n");
+    text_put(&t, "{\n  \"arena_bytes\": ");
+    text_put(&t, placed ? "%lld" : "null", (long long)mp.arena_bytes);
+    text_put(&t, ",\n  \"buffers\": [\n");
     for (int b = 0; b < p->nbuf; b++) {
         const Buffer *buf = &p->buf[b];
         char numel[128];
         dim_fmt(p->graph, buf->numel, numel, sizeof numel);
-        put(&t, "    {\"name\": \"%s\", \"kind\": \"%s\", \"dtype\": \"%s\", \"numel\": \"%s\"",
+        text_put(&t, "    {\"name\": \"%s\", \"kind\": \"%s\", \"dtype\": \"%s\", \"numel\": \"%s\"",
             buf->name, kind_name[buf->kind], dtype_info[buf->dt].name, numel);
         if (buf->kind == BUF_TEMP)
-            put(&t, ", \"steps\": [%d, %d]", buf->first, buf->last);
+            text_put(&t, ", \"steps\": [%d, %d]", buf->first, buf->last);
         if (placed && buf->kind == BUF_TEMP)
-            put(&t, ", \"offset\": %lld", (long long)mp.offset[b]);
-        put(&t, "}%s\n", b + 1 < p->nbuf ? "," : "");
+            text_put(&t, ", \"offset\": %lld", (long long)mp.offset[b]);
+        text_put(&t, "}%s\n", b + 1 < p->nbuf ? "," : "");
     }
-    put(&t, "  ]\n}\n");
+    text_put(&t, "  ]\n}\n");
     plan_free(&mp);
-    if (!t.s)
+    char *json = text_take(&t);
+    if (!json)
         err_set(e, ERR_INPUT, "out of memory writing the plan");
-    return t.s;
+    return json;
 }
 
 static uint64_t program_hash(const Program *p)
@@ -158,13 +128,13 @@ static uint64_t program_hash(const Program *p)
 static char *manifest_json(const Compiled *c, const CompileOptions *o)
 {
     Text t = {0};
-    put(&t, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": \"%s\",\n", PACKAGE_FORMAT,
+    text_put(&t, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": \"%s\",\n", PACKAGE_FORMAT,
         COIL_VERSION_TEXT, c->g->name);
-    put(&t, "  \"cpu\": \"%s\",\n  \"no_fusion\": %s,\n", o->cpu.cpu ? o->cpu.cpu : "host",
+    text_put(&t, "  \"cpu\": \"%s\",\n  \"no_fusion\": %s,\n", o->cpu.cpu ? o->cpu.cpu : "host",
         o->no_fusion ? "true" : "false");
-    put(&t, "  \"loop_ir_fnv1a\": \"%016llx\",\n  \"kernels\": %d,\n  \"steps\": %d\n}\n",
+    text_put(&t, "  \"loop_ir_fnv1a\": \"%016llx\",\n  \"kernels\": %d,\n  \"steps\": %d\n}\n",
         (unsigned long long)program_hash(c->p), c->p->nkernel, c->p->nstep);
-    return t.s;
+    return text_take(&t);
 }
 
 static bool write_text(const char *dir, const char *file, char *text, Err *e)

@@ -1,0 +1,54 @@
+/* cuda.h — the CUDA backend's code generation: a Program's loop kernels as one CUDA C++
+ * translation unit (emit.c), compiled at run time by NVRTC to a cubin for a GPU
+ * architecture, with a cache on disk (nvrtc.c). NVRTC is opened with dlopen: nothing here
+ * needs a GPU, and a machine without the CUDA toolkit gets a clear error, not a crash. */
+#ifndef COIL_CODEGEN_CUDA_H
+#define COIL_CODEGEN_CUDA_H
+
+#include "codegen/loop.h"
+
+/* How each kernel of the source is launched: a pointwise kernel is a grid-stride loop over
+ * its outer points, one thread each; a kernel with an inner space walks one outer point per
+ * block (grid-stride over the points), its threads striding over the inner space and
+ * meeting in block reductions between phases. Every kernel has the signature
+ *     extern "C" __global__ void NAME(void *const *bufs, const long long *syms)
+ * with bufs[i] the device address of program buffer i and syms[s] symbol s's value, both
+ * tables in device memory. */
+typedef enum CudaShape { CUDA_POINTWISE, CUDA_ROWS } CudaShape;
+
+/* The block size a kernel of this shape is compiled for (its __launch_bounds__). */
+#define CUDA_BLOCK 256
+
+/* The program's kernels (GEMM steps are the runtime's: cuBLAS) as CUDA C++ source,
+ * malloc'd; NULL with e set when a kernel cannot be expressed. */
+char *cuda_source(const Program *p, Err *e);
+CudaShape cuda_shape(const Kernel *k);
+
+/* ---------------------------------------------------------------- NVRTC */
+
+typedef struct CudaCompileOptions {
+    const char *arch;      /* "sm_80", "sm_90a", ... */
+    const char *cache_dir; /* cubins by content; NULL: $COIL_CACHE_DIR, else
+                              $XDG_CACHE_HOME/coil, else ~/.cache/coil; "" disables */
+} CudaCompileOptions;
+
+typedef struct Cubin {
+    void *data;
+    size_t size;
+    bool cached;     /* read from the cache: NVRTC did not run */
+    double seconds;  /* in NVRTC (0 when cached) */
+} Cubin;
+
+/* Whether NVRTC can be loaded here; *why gets the reason when not. */
+bool nvrtc_available(const char **why);
+/* NVRTC's version, as "13.0" (into buf). */
+const char *nvrtc_version(char *buf, size_t n);
+/* Compile source (named `name` in messages) to a cubin for o->arch. A compile error
+ * writes the source to a file whose path the message names. */
+bool nvrtc_compile(const char *source, const char *name, const CudaCompileOptions *o, Cubin *out,
+                   Err *e);
+void cubin_free(Cubin *c);
+/* PTX instead of a cubin (for --emit=ptx), malloc'd text. */
+char *nvrtc_ptx(const char *source, const char *name, const CudaCompileOptions *o, Err *e);
+
+#endif

@@ -1,0 +1,298 @@
+/* nvrtc.c — NVRTC, opened with dlopen at first use (so coil runs where the CUDA toolkit is
+ * not installed, and says so when asked to compile for a GPU), compiling generated sources
+ * to cubins; a cache on disk keyed by the source, the options, NVRTC's version and the
+ * architecture makes the second compile of a model free. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nvrtc.h>
+
+#include "codegen/cuda/cuda.h"
+
+/* The entry points coil uses, resolved once per process (pthread_once: they never
+ * change, so this is the one piece of global state, and it is immutable after). */
+typedef struct Nvrtc {
+    void *lib;
+    const char *why; /* why it is unavailable, or NULL */
+    nvrtcResult (*version)(int *, int *);
+    nvrtcResult (*create)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                          const char *const *);
+    nvrtcResult (*destroy)(nvrtcProgram *);
+    nvrtcResult (*compile)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*log_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*log)(nvrtcProgram, char *);
+    nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*cubin)(nvrtcProgram, char *);
+    nvrtcResult (*ptx_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*ptx)(nvrtcProgram, char *);
+    const char *(*error_string)(nvrtcResult);
+    int major, minor;
+} Nvrtc;
+
+static Nvrtc nv;
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+static void *sym(const char *name)
+{
+    void *f = dlsym(nv.lib, name);
+    if (!f && !nv.why)
+        nv.why = "libnvrtc lacks an entry point coil needs (too old a CUDA toolkit?)";
+    return f;
+}
+
+static void nv_open(void)
+{
+    static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
+                                        "/usr/local/cuda/lib64/libnvrtc.so"};
+    for (size_t i = 0; i < sizeof names / sizeof *names && !nv.lib; i++)
+        nv.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!nv.lib) {
+        nv.why = "libnvrtc.so was not found (install the CUDA toolkit, or add its lib64 to "
+                 "LD_LIBRARY_PATH)";
+        return;
+    }
+    nv.version = sym("nvrtcVersion");
+    nv.create = sym("nvrtcCreateProgram");
+    nv.destroy = sym("nvrtcDestroyProgram");
+    nv.compile = sym("nvrtcCompileProgram");
+    nv.log_size = sym("nvrtcGetProgramLogSize");
+    nv.log = sym("nvrtcGetProgramLog");
+    nv.cubin_size = sym("nvrtcGetCUBINSize");
+    nv.cubin = sym("nvrtcGetCUBIN");
+    nv.ptx_size = sym("nvrtcGetPTXSize");
+    nv.ptx = sym("nvrtcGetPTX");
+    nv.error_string = sym("nvrtcGetErrorString");
+    if (!nv.why)
+        nv.version(&nv.major, &nv.minor);
+}
+
+bool nvrtc_available(const char **why)
+{
+    pthread_once(&nv_once, nv_open);
+    if (why)
+        *why = nv.why;
+    return nv.why == NULL;
+}
+
+const char *nvrtc_version(char *buf, size_t n)
+{
+    if (nvrtc_available(NULL))
+        snprintf(buf, n, "%d.%d", nv.major, nv.minor);
+    else
+        snprintf(buf, n, "none");
+    return buf;
+}
+
+void cubin_free(Cubin *c)
+{
+    free(c->data);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------- the cache */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t cache_key(const char *source, const char *const *opts, int nopt)
+{
+    uint64_t h = fnv(0xcbf29ce484222325ull, source, strlen(source) + 1);
+    for (int i = 0; i < nopt; i++)
+        h = fnv(h, opts[i], strlen(opts[i]) + 1);
+    int v[2] = {nv.major, nv.minor};
+    return fnv(h, v, sizeof v);
+}
+
+static bool cache_dir(const CudaCompileOptions *o, char *buf, size_t n)
+{
+    const char *dir = o->cache_dir, *env, *home;
+    if (dir) {
+        snprintf(buf, n, "%s", dir);
+        return *dir != 0;
+    }
+    if ((env = getenv("COIL_CACHE_DIR")) && *env)
+        snprintf(buf, n, "%s/cubin", env);
+    else if ((env = getenv("XDG_CACHE_HOME")) && *env)
+        snprintf(buf, n, "%s/coil/cubin", env);
+    else if ((home = getenv("HOME")) && *home)
+        snprintf(buf, n, "%s/.cache/coil/cubin", home);
+    else
+        return false;
+    return true;
+}
+
+/* mkdir -p, quietly: a cache that cannot be made is only slower. */
+static bool make_dirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        mkdir(path, 0777);
+        *p = '/';
+    }
+    return mkdir(path, 0777) == 0 || errno == EEXIST;
+}
+
+/* A cached cubin: an ELF file (anything else, a torn or foreign file, is ignored). */
+static bool cache_read(const char *path, Cubin *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = n > 4 ? malloc((size_t)n) : NULL;
+    bool ok = data && fread(data, 1, (size_t)n, f) == (size_t)n && memcmp(data, "\177ELF", 4) == 0;
+    fclose(f);
+    if (!ok) {
+        free(data);
+        return false;
+    }
+    *out = (Cubin){data, (size_t)n, true, 0};
+    return true;
+}
+
+/* Written to a temporary name and renamed: two processes at once both leave a whole file. */
+static void cache_write(const char path[4200], const Cubin *c)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(c->data, 1, c->size, f) == c->size;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+/* ---------------------------------------------------------------- compiling */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The source that failed, kept where the message says. */
+static void report_failure(nvrtcProgram prog, const char *source, const char *name, uint64_t key,
+                           nvrtcResult r, Err *e)
+{
+    size_t n = 0;
+    char *log = NULL;
+    if (nv.log_size(prog, &n) == NVRTC_SUCCESS && (log = malloc(n + 1)))
+        nv.log(prog, log);
+    char path[512];
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/coil-nvrtc-%016llx.cu", tmpdir && *tmpdir ? tmpdir : "/tmp",
+             (unsigned long long)key);
+    FILE *f = fopen(path, "w");
+    bool kept = f && fputs(source, f) >= 0;
+    if (f)
+        fclose(f);
+    err_set(e, ERR_INPUT, "nvrtc: %s: %s (%s%s): %.600s", name, nv.error_string(r),
+            kept ? "source written to " : "could not write the source", kept ? path : "",
+            log ? log : "");
+    free(log);
+}
+
+static void options(const CudaCompileOptions *o, char *arch, size_t n, const char **opts, int *nopt)
+{
+    snprintf(arch, n, "--gpu-architecture=%s", o->arch ? o->arch : "sm_80");
+    opts[0] = arch;
+    opts[1] = "--std=c++17";
+    opts[2] = "-default-device";
+    opts[3] = "--fmad=true";
+    *nopt = 4;
+}
+
+/* Compile; out gets the cubin (ptx false) or PTX text (ptx true). */
+static bool run_nvrtc(const char *source, const char *name, const char *const *opts, int nopt,
+                      uint64_t key, bool ptx, char **out, size_t *size, Err *e)
+{
+    nvrtcProgram prog;
+    nvrtcResult r = nv.create(&prog, source, name, 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS) {
+        err_set(e, ERR_INPUT, "nvrtc: %s: %s", name, nv.error_string(r));
+        return false;
+    }
+    r = nv.compile(prog, nopt, opts);
+    if (r != NVRTC_SUCCESS) {
+        report_failure(prog, source, name, key, r, e);
+        nv.destroy(&prog);
+        return false;
+    }
+    r = ptx ? nv.ptx_size(prog, size) : nv.cubin_size(prog, size);
+    *out = r == NVRTC_SUCCESS ? malloc(*size + 1) : NULL;
+    if (*out)
+        r = ptx ? nv.ptx(prog, *out) : nv.cubin(prog, *out);
+    nv.destroy(&prog);
+    if (!*out || r != NVRTC_SUCCESS) {
+        free(*out);
+        err_set(e, ERR_INPUT, "nvrtc: %s: cannot read the %s: %s", name, ptx ? "PTX" : "cubin",
+                *out ? nv.error_string(r) : "out of memory");
+        return false;
+    }
+    return true;
+}
+
+bool nvrtc_compile(const char *source, const char *name, const CudaCompileOptions *o, Cubin *out,
+                   Err *e)
+{
+    memset(out, 0, sizeof *out);
+    const char *why;
+    if (!nvrtc_available(&why)) {
+        err_set(e, ERR_INPUT, "cannot compile CUDA kernels: %s", why);
+        return false;
+    }
+    char arch[64], dir[4096], path[4200];
+    const char *opts[8];
+    int nopt;
+    options(o, arch, sizeof arch, opts, &nopt);
+    uint64_t key = cache_key(source, opts, nopt);
+    bool cache = cache_dir(o, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)key);
+    if (cache && cache_read(path, out))
+        return true;
+    double t0 = now();
+    char *data;
+    size_t size;
+    if (!run_nvrtc(source, name, opts, nopt, key, false, &data, &size, e))
+        return false;
+    *out = (Cubin){data, size, false, now() - t0};
+    if (cache && make_dirs(dir))
+        cache_write(path, out);
+    return true;
+}
+
+char *nvrtc_ptx(const char *source, const char *name, const CudaCompileOptions *o, Err *e)
+{
+    const char *why;
+    if (!nvrtc_available(&why)) {
+        err_set(e, ERR_INPUT, "cannot compile CUDA kernels: %s", why);
+        return NULL;
+    }
+    char arch[64], *text;
+    const char *opts[8];
+    int nopt;
+    size_t size;
+    options(o, arch, sizeof arch, opts, &nopt);
+    if (!run_nvrtc(source, name, opts, nopt, cache_key(source, opts, nopt), true, &text, &size, e))
+        return NULL;
+    text[size] = 0;
+    return text;
+}

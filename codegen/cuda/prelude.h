@@ -1,0 +1,7 @@
+/* prelude.h — the device helpers every generated CUDA source starts with (prelude.c). */
+#ifndef COIL_CODEGEN_CUDA_PRELUDE_H
+#define COIL_CODEGEN_CUDA_PRELUDE_H
+
+extern const char cuda_prelude[];
+
+#endif
