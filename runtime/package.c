@@ -12,6 +12,7 @@
 #include "passes/passes.h"
 #include "runtime/init.h"
 #include "runtime/json.h"
+#include "codegen/cuda/cuda.h"
 #include "runtime/package.h"
 
 #define COIL_VERSION_TEXT "0.1.0"
@@ -88,9 +89,8 @@ static bool list_has(const char *list, const char *item)
 static const char *const kind_name[] = {"input", "param", "output", "const", "temp"};
 
 /* The buffers with their lifetimes and, at the given sizes, the arena offsets. */
-static char *plan_json(const Compiled *c, const SymBind *sb, Err *e)
+static char *plan_json(const Program *p, const SymBind *sb, Err *e)
 {
-    const Program *p = c->p;
     MemoryPlan mp = {0};
     bool placed = sb && plan_memory(p, sb, &mp, e);
     Text t = {0};
@@ -125,15 +125,17 @@ static uint64_t program_hash(const Program *p)
     return h;
 }
 
-static char *manifest_json(const Compiled *c, const CompileOptions *o)
+/* device: "cpu" (target: the CPU name LLVM compiled for) or "cuda" (target: the arch). */
+static char *manifest_json(const Graph *g, const Program *p, const char *device,
+                           const char *target, bool no_fusion)
 {
     Text t = {0};
-    text_put(&t, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": \"%s\",\n", PACKAGE_FORMAT,
-        COIL_VERSION_TEXT, c->g->name);
-    text_put(&t, "  \"cpu\": \"%s\",\n  \"no_fusion\": %s,\n", o->cpu.cpu ? o->cpu.cpu : "host",
-        o->no_fusion ? "true" : "false");
+    text_put(&t, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": \"%s\",\n",
+             PACKAGE_FORMAT, COIL_VERSION_TEXT, g->name);
+    text_put(&t, "  \"device\": \"%s\",\n  \"target\": \"%s\",\n  \"no_fusion\": %s,\n", device,
+             target, no_fusion ? "true" : "false");
     text_put(&t, "  \"loop_ir_fnv1a\": \"%016llx\",\n  \"kernels\": %d,\n  \"steps\": %d\n}\n",
-        (unsigned long long)program_hash(c->p), c->p->nkernel, c->p->nstep);
+             (unsigned long long)program_hash(p), p->nkernel, p->nstep);
     return text_take(&t);
 }
 
@@ -156,11 +158,72 @@ bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
     po = po ? po : &none;
     return make_dir(dir, e) && write_text(dir, "model.cir", ir_print(c->g), e) &&
            write_text(dir, "program.loop", loop_print(c->p), e) &&
-           write_text(dir, "plan.json", plan_json(c, po->sb, e), e) &&
+           write_text(dir, "plan.json", plan_json(c->p, po->sb, e), e) &&
            emit_file(c, o, dir, "obj", "kernels.o", e) &&
            (!list_has(po->emit, "llvm-ir") || emit_file(c, o, dir, "llvm-ir", "kernels.ll", e)) &&
            (!list_has(po->emit, "asm") || emit_file(c, o, dir, "asm", "kernels.s", e)) &&
-           write_text(dir, "manifest.json", manifest_json(c, o), e); /* last: it marks a package */
+           write_text(dir, "manifest.json", /* last: it marks a package */
+                      manifest_json(c->g, c->p, "cpu", o->cpu.cpu ? o->cpu.cpu : "host",
+                                    o->no_fusion), e);
+}
+
+/* A cubin as a file, through a temporary name. */
+static bool write_bytes(const char *dir, const char *file, const void *data, size_t n, Err *e)
+{
+    char path[4096], tmp[4200];
+    path_in(path, sizeof path, dir, file);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(data, 1, n, f) == n;
+    ok = f && fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) != 0)
+        ok = false;
+    if (!ok) {
+        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+    }
+    return ok;
+}
+
+static bool write_cubin(const char *dir, const char *source, const char *arch, double *nvrtc_s,
+                        Err *e)
+{
+    CudaCompileOptions co = {.arch = arch};
+    Cubin c;
+    char file[64];
+    snprintf(file, sizeof file, "kernels.%s.cubin", arch);
+    if (!nvrtc_compile(source, "kernels.cu", &co, &c, e))
+        return false;
+    *nvrtc_s += c.seconds;
+    bool ok = write_bytes(dir, file, c.data, c.size, e);
+    cubin_free(&c);
+    return ok;
+}
+
+static bool write_ptx(const char *dir, const char *source, const char *arch, Err *e)
+{
+    CudaCompileOptions co = {.arch = arch};
+    char file[64];
+    snprintf(file, sizeof file, "kernels.%s.ptx", arch);
+    return write_text(dir, file, nvrtc_ptx(source, "kernels.cu", &co, e), e);
+}
+
+bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const char *arch,
+                        bool no_fusion, const PackageOptions *po, double *nvrtc_s, Err *e)
+{
+    static const PackageOptions none = {0};
+    po = po ? po : &none;
+    *nvrtc_s = 0;
+    char *source = cuda_source(p, e);
+    bool ok = source && make_dir(dir, e) && write_text(dir, "model.cir", ir_print(g), e) &&
+              write_text(dir, "program.loop", loop_print(p), e) &&
+              write_text(dir, "plan.json", plan_json(p, po->sb, e), e) &&
+              write_file(dir, "kernels.cu", source, e) &&
+              write_cubin(dir, source, arch, nvrtc_s, e) &&
+              (!list_has(po->emit, "ptx") || write_ptx(dir, source, arch, e)) &&
+              write_text(dir, "manifest.json", manifest_json(g, p, "cuda", arch, no_fusion), e);
+    free(source);
+    return ok;
 }
 
 /* ---------------------------------------------------------------- loading */
@@ -198,6 +261,7 @@ static char *read_file(const char *path, size_t *len, Err *e)
 typedef struct Manifest {
     bool no_fusion;
     char hash[32];
+    char device[16], target[64]; /* "cpu" and the CPU, or "cuda" and the arch */
 } Manifest;
 
 static bool field_string(const Json *m, const char *key, const char *path, const char **out, Err *e)
@@ -227,8 +291,13 @@ static bool check_manifest(const Json *m, const char *path, Manifest *out, Err *
                 path, version, COIL_VERSION_TEXT);
         return false;
     }
+    const Json *device = json_get(m, "device"), *target = json_get(m, "target");
     out->no_fusion = nf && nf->kind == JSON_BOOL && nf->b;
     snprintf(out->hash, sizeof out->hash, "%s", hash);
+    snprintf(out->device, sizeof out->device, "%s",
+             device && device->kind == JSON_STRING ? device->s : "cpu");
+    snprintf(out->target, sizeof out->target, "%s",
+             target && target->kind == JSON_STRING ? target->s : "host");
     return true;
 }
 
@@ -260,6 +329,12 @@ Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o,
     char object[4096], hash[32];
     if (!read_manifest(dir, &m, e))
         return NULL;
+    if (strcmp(m.device, "cpu") != 0) {
+        err_set(e, ERR_INPUT, "%s: compiled for %s (%s), not for this CPU: run it with --device "
+                "%s on a machine that has one, or compile the model again", dir, m.device,
+                m.target, m.device);
+        return NULL;
+    }
     path_in(object, sizeof object, dir, "kernels.o");
     CompileOptions lo = *o;
     lo.no_fusion = m.no_fusion;

@@ -11,7 +11,8 @@
 #define PACKAGE_FORMAT 1
 
 typedef struct PackageOptions {
-    const char *emit;     /* also write: "llvm-ir" (kernels.ll), "asm" (kernels.s), a list */
+    const char *emit;     /* also write, a list: "llvm-ir" (kernels.ll), "asm" (kernels.s);
+                             for CUDA "ptx" (kernels.ARCH.ptx); the CUDA C is always written */
     const SymBind *sb;    /* symbol sizes for plan.json's offsets (NULL: lifetimes only) */
 } PackageOptions;
 
@@ -21,6 +22,12 @@ bool package_is(const char *path);
  * temporary name and renamed, so a reader never sees half a file. */
 bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
                    const PackageOptions *po, Err *e);
+/* A CUDA package: the same IR, loop IR and plan, the kernels' CUDA C (kernels.cu) and their
+ * cubin for `arch` (kernels.ARCH.cubin; with emit "ptx" also kernels.ARCH.ptx), compiled by
+ * NVRTC here: no GPU needed. *nvrtc_s gets the seconds NVRTC took (0 from the cache). */
+bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const char *arch,
+                        bool no_fusion, const PackageOptions *po, double *nvrtc_s, Err *e);
+
 /* The package's optimised graph, once its manifest is checked (format, coil version). */
 Graph *package_graph(const char *dir, Err *e);
 /* Compile g (package_graph's, not changed) with the package's object; threads from o. */

@@ -35,7 +35,7 @@ struct Args {
     const char *model;
     bool help, interp, params, train, all, no_fusion, json, blas, profile;
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
-        *warmup, *peak, *emit, *mode;
+        *warmup, *peak, *emit, *mode, *device, *arch;
     List input, set, dim; /* "NAME=VALUE" strings */
 };
 

@@ -26,6 +26,16 @@ for tool in ('FileCheck', 'not'):
         lit_config.fatal('%s not found in %s: install llvm-19-tools' % (tool, tools_dir))
 
 config.substitutions.append(('%coil', coil))
+
+# `REQUIRES: nvrtc`: tests that compile CUDA kernels (NVRTC runs without a GPU).
+import ctypes
+for name in ('libnvrtc.so', 'libnvrtc.so.13', 'libnvrtc.so.12'):
+    try:
+        ctypes.CDLL(name)
+        config.available_features.add('nvrtc')
+        break
+    except OSError:
+        pass
 # `%{exit} CMD` prints "exit N" after CMD, for tests of exact exit statuses.
 config.substitutions.append(('%{exit}', '%s %s' % (sys.executable,
                                                    os.path.join(config.test_source_root, 'exit_status.py'))))
