@@ -157,6 +157,24 @@ typedef struct Gemm {
     bool c_live;
 } Gemm;
 
+/* ---------------------------------------------------------------- attention */
+
+/* O[b, i, :] = softmax_j(scale * Q[b, i, :] . K[b, j, :], with j > i hidden when causal)
+ * V[b, j, :], as one step: a backend that has a fused kernel for it (the CUDA backend: no
+ * T x T matrix in memory) gets it whole. Only the CUDA pipeline keeps attention whole
+ * (passes' decompose_fused); the CPU's decomposes it into GEMMs and a softmax kernel.
+ * Operands as a GEMM's: Q [batch.., Tq, D], K [batch.., Tk, D], V [batch.., Tk, Dv];
+ * O is dense [batch.., Tq, Dv]. D and Dv are static. */
+typedef struct Attention {
+    int nbatch;
+    Dim batch[COIL_MAX_RANK];
+    Dim tq, tk;
+    int64_t d, dv;
+    GemmOperand q, k, v, o;
+    bool causal;
+    double scale;
+} Attention;
+
 /* ---------------------------------------------------------------- program */
 
 typedef enum BufKind {
@@ -187,12 +205,13 @@ typedef struct IndexCheck {
     Dim bound;
 } IndexCheck;
 
-typedef enum StepKind { STEP_KERNEL, STEP_GEMM } StepKind;
+typedef enum StepKind { STEP_KERNEL, STEP_GEMM, STEP_ATTENTION } StepKind;
 
 typedef struct Step {
     StepKind kind;
     int kernel;   /* STEP_KERNEL */
     Gemm gemm;    /* STEP_GEMM */
+    Attention attn; /* STEP_ATTENTION */
 } Step;
 
 /* A lowered graph: malloc'd, everything it points to allocated from `arena`;

@@ -518,12 +518,12 @@ static void reach_span(int64_t *lo, int64_t *hi, int64_t n, int64_t stride)
         *lo = INT64_MIN;
 }
 
-/* Operand `which` at these sizes; an error when it reaches outside its buffer. */
-static bool gemm_operand(const Program *p, int step, char which, const GemmOperand *o,
+/* Operand `which` at these sizes (nbatch batch dims of extents ext); an error when it
+ * reaches outside its buffer. */
+static bool gemm_operand(const Program *p, int step, char which, const GemmOperand *o, int nbatch,
                          const int64_t *ext, int64_t rows, int64_t cols, void *const *bufs,
                          const SymBind *sb, Operand *m, Err *e)
 {
-    const Gemm *g = &p->step[step].gemm;
     if (o->buf < 0 || o->buf >= p->nbuf) {
         err_set(e, ERR_INPUT, "gemm step %d: operand %c names buffer %d of %d", step, which,
                 o->buf, p->nbuf);
@@ -533,7 +533,7 @@ static bool gemm_operand(const Program *p, int step, char which, const GemmOpera
                    .rs = dim_value(o->row_stride, sb), .cs = dim_value(o->col_stride, sb)};
     int64_t lo = m->off, hi = m->off, numel = dim_value(p->buf[o->buf].numel, sb);
     bool empty = rows <= 0 || cols <= 0;
-    for (int d = 0; d < g->nbatch; d++) {
+    for (int d = 0; d < nbatch; d++) {
         m->bs[d] = dim_value(o->batch_stride[d], sb);
         empty = empty || ext[d] <= 0;
         reach_span(&lo, &hi, ext[d], m->bs[d]);
@@ -583,9 +583,9 @@ static bool eval_gemm(const Program *p, int step, void *const *bufs, const SymBi
     for (int d = 0; d < g->nbatch; d++)
         nbt *= ext[d] = dim_value(g->batch[d], sb);
     Operand op[3];
-    if (!gemm_operand(p, step, 'A', &g->a, ext, m, k, bufs, sb, &op[0], e) ||
-        !gemm_operand(p, step, 'B', &g->b, ext, k, n, bufs, sb, &op[1], e) ||
-        !gemm_operand(p, step, 'C', &g->c, ext, m, n, bufs, sb, &op[2], e))
+    if (!gemm_operand(p, step, 'A', &g->a, g->nbatch, ext, m, k, bufs, sb, &op[0], e) ||
+        !gemm_operand(p, step, 'B', &g->b, g->nbatch, ext, k, n, bufs, sb, &op[1], e) ||
+        !gemm_operand(p, step, 'C', &g->c, g->nbatch, ext, m, n, bufs, sb, &op[2], e))
         return false;
     if (nbt <= 0 || m <= 0 || n <= 0)
         return true;
@@ -611,16 +611,73 @@ static bool eval_gemm(const Program *p, int step, void *const *bufs, const SymBi
     return ok;
 }
 
+/* ---------------------------------------------------------------- attention */
+
+/* One query row in f64, as the interpreter's attention: scores against every key (causal:
+ * keys past the query hidden), softmax, the weighted sum of V's rows. */
+static void attend(const Attention *a, const Operand op[4], const int64_t off[4], int64_t i,
+                   int64_t tk, double *score)
+{
+    double most = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < tk; j++) {
+        double dot = 0;
+        for (int64_t c = 0; c < a->d; c++)
+            dot += dtype_load(op[0].dt, op[0].base, off[0] + i * op[0].rs + c * op[0].cs) *
+                   dtype_load(op[1].dt, op[1].base, off[1] + j * op[1].rs + c * op[1].cs);
+        score[j] = a->causal && j > i ? -INFINITY : dot * a->scale;
+        most = score[j] > most ? score[j] : most;
+    }
+    for (int64_t j = 0; j < tk; j++)
+        sum += score[j] = exp(score[j] - most);
+    for (int64_t c = 0; c < a->dv; c++) {
+        double acc = 0;
+        for (int64_t j = 0; j < tk; j++)
+            acc += score[j] * dtype_load(op[2].dt, op[2].base, off[2] + j * op[2].rs + c * op[2].cs);
+        dtype_store(op[3].dt, op[3].base, off[3] + i * op[3].rs + c * op[3].cs, acc / sum);
+    }
+}
+
+static bool eval_attention(const Program *p, int step, void *const *bufs, const SymBind *sb,
+                           Err *e)
+{
+    const Attention *a = &p->step[step].attn;
+    int64_t ext[COIL_MAX_RANK], nbt = 1, tq = dim_value(a->tq, sb), tk = dim_value(a->tk, sb);
+    for (int d = 0; d < a->nbatch; d++)
+        nbt *= ext[d] = dim_value(a->batch[d], sb);
+    Operand op[4];
+    if (!gemm_operand(p, step, 'Q', &a->q, a->nbatch, ext, tq, a->d, bufs, sb, &op[0], e) ||
+        !gemm_operand(p, step, 'K', &a->k, a->nbatch, ext, tk, a->d, bufs, sb, &op[1], e) ||
+        !gemm_operand(p, step, 'V', &a->v, a->nbatch, ext, tk, a->dv, bufs, sb, &op[2], e) ||
+        !gemm_operand(p, step, 'O', &a->o, a->nbatch, ext, tq, a->dv, bufs, sb, &op[3], e))
+        return false;
+    double *score = malloc(((size_t)(tk > 0 ? tk : 1)) * sizeof *score);
+    for (int64_t bi = 0; score && bi < nbt; bi++) {
+        int64_t off[4] = {op[0].off, op[1].off, op[2].off, op[3].off}, rem = bi;
+        for (int d = a->nbatch - 1; d >= 0; d--) {
+            for (int o = 0; o < 4; o++)
+                off[o] += rem % ext[d] * op[o].bs[d];
+            rem /= ext[d];
+        }
+        for (int64_t i = 0; i < tq; i++)
+            attend(a, op, off, i, tk, score);
+    }
+    if (!score)
+        err_set(e, ERR_INPUT, "attention step %d: out of memory for %lld scores", step,
+                (long long)tk);
+    free(score);
+    return score != NULL;
+}
+
 /* ---------------------------------------------------------------- programs */
 
 static bool run_steps(const Program *p, void *const *bufs, const SymBind *sb, Err *e)
 {
     for (int s = 0; s < p->nstep; s++) {
         const Step *st = &p->step[s];
-        bool ok = st->kind == STEP_KERNEL
-                      ? eval_kernel(p, st->kernel, bufs, sb, e)
-                      : eval_gemm(p, s, bufs, sb, e) &&
-                            (st->gemm.epilogue < 0 || eval_kernel(p, st->gemm.epilogue, bufs, sb, e));
+        bool ok = st->kind == STEP_KERNEL  ? eval_kernel(p, st->kernel, bufs, sb, e)
+                : st->kind == STEP_ATTENTION ? eval_attention(p, s, bufs, sb, e)
+                  : eval_gemm(p, s, bufs, sb, e) &&
+                        (st->gemm.epilogue < 0 || eval_kernel(p, st->gemm.epilogue, bufs, sb, e));
         if (!ok)
             return false;
     }

@@ -187,12 +187,38 @@ static void put_gemm(FILE *f, const Program *p, const Gemm *gm)
     fprintf(f, " load %%e%d%s\n", gm->epi_load, gm->c_live ? " c_live" : "");
 }
 
+static void put_attention(FILE *f, const Program *p, const Attention *a)
+{
+    const Graph *g = p->graph;
+    int nbatch = a->nbatch < 0 ? 0 : a->nbatch > COIL_MAX_RANK ? COIL_MAX_RANK : a->nbatch;
+    fputs("attention batch [", f);
+    for (int d = 0; d < nbatch; d++) {
+        fputs(d ? ", " : "", f);
+        put_dim(f, g, a->batch[d]);
+    }
+    fputs("] queries ", f);
+    put_dim(f, g, a->tq);
+    fputs(" keys ", f);
+    put_dim(f, g, a->tk);
+    fprintf(f, " d %lld dv %lld scale ", (long long)a->d, (long long)a->dv);
+    put_float(f, a->scale);
+    fputs(a->causal ? " causal\n" : "\n", f);
+    put_operand(f, g, 'q', &a->q, nbatch);
+    put_operand(f, g, 'k', &a->k, nbatch);
+    put_operand(f, g, 'v', &a->v, nbatch);
+    put_operand(f, g, 'o', &a->o, nbatch);
+}
+
 static void put_step(FILE *f, const Program *p, int s)
 {
     const Step *st = &p->step[s];
     fprintf(f, "  step %d: ", s);
     if (st->kind == STEP_GEMM) {
         put_gemm(f, p, &st->gemm);
+        return;
+    }
+    if (st->kind == STEP_ATTENTION) {
+        put_attention(f, p, &st->attn);
         return;
     }
     fputs("kernel ", f);

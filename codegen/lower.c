@@ -228,6 +228,12 @@ static bool matmul_step(Lower *L, int grp)
     return k >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = k});
 }
 
+static bool attention_step(Lower *L, int grp)
+{
+    Step st = {.kind = STEP_ATTENTION};
+    return lower_attention(L, grp, &st.attn) && add_step(L, st);
+}
+
 /* An output nothing stored (a matmul's result returned twice): a copy of its value. */
 static bool copy_step(Lower *L, int node, int dst)
 {
@@ -253,8 +259,11 @@ static bool stored_by_a_step(const Program *p, int b)
 {
     for (int s = 0; s < p->nstep; s++) {
         const Step *st = &p->step[s];
-        if (st->kind == STEP_GEMM && st->gemm.c.buf == b)
+        if ((st->kind == STEP_GEMM && st->gemm.c.buf == b) ||
+            (st->kind == STEP_ATTENTION && st->attn.o.buf == b))
             return true;
+        if (st->kind == STEP_ATTENTION)
+            continue;
         int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
         for (int i = 0; k >= 0 && i < p->kernel[k].nstmt; i++)
             if (p->kernel[k].stmt[i].kind == ST_STORE && p->kernel[k].stmt[i].buf == b)
@@ -302,6 +311,12 @@ static void lifetimes(Lower *L)
             touch_kernel(p, st->kernel, s);
             continue;
         }
+        if (st->kind == STEP_ATTENTION) {
+            const GemmOperand *ops[4] = {&st->attn.q, &st->attn.k, &st->attn.v, &st->attn.o};
+            for (int i = 0; i < 4; i++)
+                touch(p, ops[i]->buf, s);
+            continue;
+        }
         Gemm *gm = &st->gemm;
         touch(p, gm->a.buf, s);
         touch(p, gm->b.buf, s);
@@ -341,7 +356,10 @@ static bool lower_once(Lower *L)
         int grp = f->order[i];
         if (f->g[grp].gemm >= 0)
             continue; /* lowered with its GEMM */
-        bool ok = f->g[grp].kind == FUSE_GEMM ? matmul_step(L, grp) : kernel_step(L, grp);
+        FuseKind kind = f->g[grp].kind;
+        bool ok = kind == FUSE_GEMM ? matmul_step(L, grp)
+                : kind == FUSE_ATTENTION ? attention_step(L, grp)
+                                         : kernel_step(L, grp);
         if (!ok && !(L->nretry && err_ok(L->e)))
             return false; /* with retries asked for, go on: collect them all in one pass */
     }

@@ -3,6 +3,7 @@
  * variables: a transposed weight is swapped strides, a broadcast batch a zero stride),
  * C dense; batch dims fold into M when B is shared across them (x[B,T,C] @ W is one
  * GEMM with M = B*T). */
+#include <math.h>
 #include <string.h>
 
 #include "codegen/lower_int.h"
@@ -174,4 +175,65 @@ int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
     }
     k.name = "contraction";
     return lower_place(L, &k, ctx);
+}
+
+/* Attention kept whole (decompose_fused): Q, K, V read through their views as strides, as a
+ * GEMM's operands are; O dense. Loop variables: the batch dims, then i (queries), j (keys),
+ * c (Q and K's features), c' (V's). */
+bool lower_attention(Lower *L, int grp, Attention *out)
+{
+    int m = -1;
+    for (int id = 0; id < L->g->nnode && m < 0; id++)
+        if (L->f->group[id] == grp)
+            m = id;
+    const Node *n = &L->g->node[m];
+    const Type *o = &n->type, *tq = &L->g->node[n->in[0]].type, *tk = &L->g->node[n->in[1]].type,
+               *tv = &L->g->node[n->in[2]].type;
+    int nb = o->rank - 2, nvar = nb + 4, var[COIL_MAX_RANK + 4], idx[COIL_MAX_RANK], buf;
+    Dim coef[COIL_MAX_RANK + 4], offset;
+    Gen G;
+    memset(out, 0, sizeof *out);
+    bool ok = values_init(&G, L, grp);
+    for (int d = 0; ok && d < nb; d++)
+        var[d] = lx_var(&G.kb, d, o->dim[d]);
+    const Dim ext[4] = {tq->dim[tq->rank - 2], tk->dim[tk->rank - 2], tq->dim[tq->rank - 1],
+                        tv->dim[tv->rank - 1]};
+    for (int d = 0; ok && d < 4; d++)
+        var[nb + d] = lx_var(&G.kb, nb + d, ext[d]);
+    const struct {
+        const Type *t;
+        int row, col;
+        GemmOperand *op;
+    } operand[3] = {{tq, 0, 2, &out->q}, {tk, 1, 2, &out->k}, {tv, 1, 3, &out->v}};
+    for (int j = 0; ok && j < 3; j++) {
+        operand_index(&G, operand[j].t, o, var, var[nb + operand[j].row], var[nb + operand[j].col],
+                      idx);
+        ok = operand_strides(&G, m, j, idx, nvar, &buf, coef, &offset);
+        if (ok)
+            set_operand(operand[j].op, buf, coef, offset, nb, nb + operand[j].row,
+                        nb + operand[j].col);
+    }
+    values_free(&G);
+    if (!ok) {
+        if (!L->nretry && err_ok(L->e))
+            err_set(L->e, ERR_INPUT, "lowering: out of memory lowering an attention");
+        return false;
+    }
+    out->nbatch = nb;
+    memcpy(out->batch, o->dim, (size_t)nb * sizeof *o->dim);
+    out->tq = ext[0], out->tk = ext[1], out->d = ext[2].k, out->dv = ext[3].k;
+    out->causal = node_int(n, "causal") != 0;
+    out->scale = node_float(n, "scale") != 0 ? node_float(n, "scale") : 1.0 / sqrt((double)out->d);
+    Dim stride = dim_static(1);
+    out->o.col_stride = stride;
+    out->o.row_stride = dim_static(out->dv);
+    dim_times(stride, dim_static(out->dv), &stride);
+    for (int d = nb; d >= 0; d--) {
+        dim_times(stride, o->dim[d], &stride);
+        if (d > 0)
+            out->o.batch_stride[d - 1] = stride;
+    }
+    if ((out->o.buf = L->node_buf[m] = new_c(L, m)) >= 0)
+        L->buf_holds[out->o.buf] = m;
+    return out->o.buf >= 0;
 }

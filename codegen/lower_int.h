@@ -85,5 +85,7 @@ int lower_place(Lower *L, Kernel *k, const KernelCtx *ctx);
  * integer dtypes, as a kernel (an index, or -1). */
 bool lower_gemm(Lower *L, int grp, Gemm *out);
 int lower_contraction(Lower *L, int grp, KernelCtx *ctx);
+/* lower_gemm.c: an attention group as its step. */
+bool lower_attention(Lower *L, int grp, Attention *out);
 
 #endif

@@ -28,21 +28,44 @@ static int decompose_node(Rewrite *rw, int id)
     return r;
 }
 
-static bool has_composite(const Graph *g)
+/* Which composites stay whole: none, or (decompose_fused) those a backend runs as one
+ * fused kernel: attention with static head dims. */
+typedef bool (*KeepFn)(const Graph *g, const Node *n);
+
+static bool keep_none(const Graph *g, const Node *n)
+{
+    (void)g, (void)n;
+    return false;
+}
+
+static bool keep_fused(const Graph *g, const Node *n)
+{
+    if (n->op != OP_ATTENTION)
+        return false;
+    const Type *q = &g->node[n->in[0]].type, *v = &g->node[n->in[2]].type;
+    return dim_is_static(q->dim[q->rank - 1]) && dim_is_static(v->dim[v->rank - 1]);
+}
+
+static bool to_decompose(const Graph *g, int i, KeepFn keep)
+{
+    return (op_info[g->node[i].op].flags & OPF_COMPOSITE) && !keep(g, &g->node[i]);
+}
+
+static bool has_composite(const Graph *g, KeepFn keep)
 {
     for (int i = 0; i < g->nnode; i++)
-        if (op_info[g->node[i].op].flags & OPF_COMPOSITE)
+        if (to_decompose(g, i, keep))
             return true;
     return false;
 }
 
-static Graph *decompose_once(const Graph *g, Err *e)
+static Graph *decompose_once(const Graph *g, KeepFn keep, Err *e)
 {
     Rewrite rw;
     if (!rewrite_begin(&rw, g, e))
         return NULL;
     for (int i = 0; i < g->nnode && err_ok(e); i++) {
-        if (op_info[g->node[i].op].flags & OPF_COMPOSITE)
+        if (to_decompose(g, i, keep))
             decompose_node(&rw, i);
         else
             rewrite_copy(&rw, i);
@@ -52,19 +75,23 @@ static Graph *decompose_once(const Graph *g, Err *e)
 
 /* A decomposition may use other composites (cross_entropy via log_softmax):
  * repeat until none is left, with a bound against a row that rebuilds itself. */
-Graph *pass_decompose(const Graph *g, Err *e)
+static Graph *decompose(const Graph *g, KeepFn keep, Err *e)
 {
-    Graph *cur = decompose_once(g, e);
-    for (int round = 0; cur && has_composite(cur); round++) {
+    Graph *cur = decompose_once(g, keep, e);
+    for (int round = 0; cur && has_composite(cur, keep); round++) {
         if (round == 8) {
             err_set(e, ERR_INPUT, "decompose: composites remain after %d rounds in graph '%s'",
                     round, g->name);
             graph_free(cur);
             return NULL;
         }
-        Graph *next = decompose_once(cur, e);
+        Graph *next = decompose_once(cur, keep, e);
         graph_free(cur);
         cur = next;
     }
     return cur;
 }
+
+Graph *pass_decompose(const Graph *g, Err *e) { return decompose(g, keep_none, e); }
+
+Graph *pass_decompose_fused(const Graph *g, Err *e) { return decompose(g, keep_fused, e); }

@@ -75,12 +75,20 @@ static NodeClass classify(const Graph *g, int id, bool copy)
         return NC_REDUCE;
     if (n->op == OP_MATMUL)
         return NC_MATMUL;
+    if (n->op == OP_ATTENTION)
+        return NC_ATTENTION;
     if (fl & OPF_COMPOSITE)
         return NC_DEAD; /* rejected by fuse_plan */
     return NC_ELEMENT;
 }
 
-static bool is_compute(NodeClass c) { return c == NC_ELEMENT || c == NC_REDUCE || c == NC_MATMUL; }
+static bool is_compute(NodeClass c)
+{
+    return c == NC_ELEMENT || c == NC_REDUCE || c == NC_MATMUL || c == NC_ATTENTION;
+}
+
+/* A step of its own whose operands are read as strided buffers. */
+static bool is_step_op(int op) { return op == OP_MATMUL || op == OP_ATTENTION; }
 
 /* Live nodes (what an output needs), which feed a matmul (those need a buffer: an inline
  * leaf or a view there is stored by a copy when lowering cannot read it in place), and
@@ -95,7 +103,7 @@ static void classify_all(Plan *p, bool *live)
             live[g->node[id].in[j]] = true;
     for (int id = g->nnode - 1; id >= 0; id--) {
         const Node *n = &g->node[id];
-        bool feeds = n->op == OP_MATMUL || (is_view(n) && p->operand[id]);
+        bool feeds = is_step_op(n->op) || (is_view(n) && p->operand[id]);
         for (int j = 0; feeds && live[id] && j < n->nin; j++)
             p->operand[n->in[j]] = true;
     }
@@ -250,7 +258,7 @@ static bool fits(const Plan *p, int id, int grp, bool stored)
 {
     const Node *n = &p->g->node[id];
     const FuseGroup *G = &p->f->g[grp];
-    if (G->kind == FUSE_GEMM)
+    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION)
         return false;
     if (p->f->cls[id] == NC_ELEMENT) {
         if (type_same_shape(&n->type, &G->space))
@@ -354,6 +362,8 @@ static bool own_group(Plan *p, int id)
     int grp;
     if (c == NC_MATMUL)
         grp = new_group(p, FUSE_GEMM, &n->type, 0);
+    else if (c == NC_ATTENTION)
+        grp = new_group(p, FUSE_ATTENTION, &n->type, 0);
     else if (c == NC_REDUCE) {
         const Type *in = operand_type(p, id, 0);
         grp = new_group(p, FUSE_ROW, in, reduce_axes(n, in->rank));
@@ -367,7 +377,7 @@ static bool own_group(Plan *p, int id)
 static bool decide(Plan *p, int id, int *scratch)
 {
     GroupSet readers = {scratch, 0};
-    if (p->f->cls[id] == NC_MATMUL)
+    if (is_step_op(p->g->node[id].op))
         return own_group(p, id);
     each_user(p, id, add_user_group, &readers);
     bool forced = p->o->off || (p->o->force && p->o->force[id] == FORCE_OWN_GROUP);
@@ -480,7 +490,8 @@ static bool share_a_read(Plan *p, int a, int b)
 
 static bool same_space(const FuseGroup *a, const FuseGroup *b)
 {
-    return a->kind == b->kind && a->kind != FUSE_GEMM && a->gemm < 0 && b->gemm < 0 &&
+    return a->kind == b->kind && a->kind != FUSE_GEMM && a->kind != FUSE_ATTENTION &&
+           a->gemm < 0 && b->gemm < 0 &&
            a->inner == b->inner && type_same_shape(&a->space, &b->space);
 }
 
@@ -629,7 +640,7 @@ static bool plan_alloc(Plan *p, Fusion *f)
 static bool no_composites(const Graph *g, Err *e)
 {
     for (int id = 0; id < g->nnode; id++)
-        if (op_info[g->node[id].op].flags & OPF_COMPOSITE) {
+        if ((op_info[g->node[id].op].flags & OPF_COMPOSITE) && g->node[id].op != OP_ATTENTION) {
             err_at(e, g->node[id].loc, "fusion: %s is a composite op; run the decompose pass first",
                    op_info[g->node[id].op].name);
             return false;
@@ -697,7 +708,7 @@ static void put_node(Text *t, const Graph *g, int id)
         text_put(t, " %%%d", num);
 }
 
-static const char *const kind_name[] = {"pointwise", "row", "gemm"};
+static const char *const kind_name[] = {"pointwise", "row", "gemm", "attention"};
 
 static void put_group(Text *t, const Graph *g, const Fusion *f, int grp)
 {

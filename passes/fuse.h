@@ -11,6 +11,7 @@ typedef enum FuseKind {
     FUSE_ROW,       /* reductions of `space` over the axes `inner`, with their pointwise
                        producers and consumers, in phases */
     FUSE_GEMM,      /* one matmul */
+    FUSE_ATTENTION, /* one attention kept whole (decompose_fused): a fused kernel's step */
 } FuseKind;
 
 typedef struct FuseGroup {
@@ -32,6 +33,7 @@ typedef enum NodeClass {
                       a leaf (stored by a copy): computable at any index */
     NC_REDUCE,     /* sum, mean, max, min, argmax */
     NC_MATMUL,
+    NC_ATTENTION,  /* attention kept whole for a backend's fused kernel */
 } NodeClass;
 
 typedef struct Fusion {
@@ -52,7 +54,8 @@ typedef struct FuseOptions {
     const uint8_t *force; /* per node (may be NULL): FORCE_* */
 } FuseOptions;
 
-/* Plan g, which must hold only primitives (decompose first). Legal by construction: a
+/* Plan g, which must hold only primitives (decompose first; decompose_fused may leave
+ * attention whole). Legal by construction: a
  * node joins a group only where every value it needs is computed before the group runs,
  * and groups stay acyclic. Errors: out of memory, a composite op left in the graph. */
 bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e);

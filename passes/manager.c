@@ -11,6 +11,8 @@ const Pass pass_table[] = {
     {"cse", pass_cse, "merge nodes computing the same op on the same operands"},
     {"dce", pass_dce, "remove nodes no output depends on (inputs and params stay)"},
     {"decompose", pass_decompose, "replace composite ops (softmax, attention, ...) by primitives"},
+    {"decompose_fused", pass_decompose_fused,
+     "decompose, but keep attention whole (for the CUDA backend's fused kernel)"},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 
@@ -61,6 +63,7 @@ static int parse_list(const char *list, const Pass **out, int cap, Err *e)
 }
 
 const char pass_pipeline[] = "verify,decompose,fold,cse,dce";
+const char pass_pipeline_cuda[] = "verify,decompose_fused,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {

@@ -26,8 +26,10 @@ bool run_passes(Graph **g, const char *list, Err *e);
  * false the remaining passes are skipped (still a success). */
 typedef bool (*PassHook)(const Graph *g, const Pass *pass, void *ctx);
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e);
-/* The default pipeline, what `coil dump --after/--all` walks: "verify,decompose,...". */
+/* The default pipeline, what `coil dump --after/--all` walks: "verify,decompose,...";
+ * and the CUDA backend's, which keeps attention whole (decompose_fused). */
 extern const char pass_pipeline[];
+extern const char pass_pipeline_cuda[];
 
 /* One file each. */
 Graph *pass_verify(const Graph *g, Err *e);    /* verify.c */
@@ -35,6 +37,9 @@ Graph *pass_fold(const Graph *g, Err *e);      /* fold.c */
 Graph *pass_cse(const Graph *g, Err *e);       /* cse.c */
 Graph *pass_dce(const Graph *g, Err *e);       /* dce.c */
 Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
+/* The same, but attention with static head dims stays whole, for a backend with a fused
+ * attention kernel (CUDA). */
+Graph *pass_decompose_fused(const Graph *g, Err *e);
 
 /* Folded values larger than this stay as computations: constants print as text. */
 #define FOLD_MAX_ELEMS 65536

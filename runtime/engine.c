@@ -300,7 +300,11 @@ static bool run_steps(Engine *en, const SymBind *sb, Err *e)
         double t0 = en->step_s ? now() : 0;
         if (st->kind == STEP_KERNEL)
             run_kernel(en, st->kernel, sb);
-        else if (!run_gemm(en, s, sb, e))
+        else if (st->kind == STEP_ATTENTION) {
+            err_set(e, ERR_INPUT, "attention step %d: the CPU engine runs attention decomposed "
+                    "(lower the graph after the decompose pass, not decompose_fused)", s);
+            return false;
+        } else if (!run_gemm(en, s, sb, e))
             return false;
         if (en->step_s)
             en->step_s[s] += now() - t0;

@@ -28,7 +28,7 @@ static int compile_cuda(const Args *a, const Graph *src, const PackageOptions *p
 {
     Graph *g = graph_copy(src, e);
     LowerOptions lo = {.no_fusion = a->no_fusion};
-    Program *p = g && run_passes(&g, pass_pipeline, e) ? loop_lower(g, &lo, e) : NULL;
+    Program *p = g && run_passes(&g, pass_pipeline_cuda, e) ? loop_lower(g, &lo, e) : NULL;
     const char *arch = a->arch ? a->arch : "sm_90a";
     double nvrtc_s = 0;
     bool ok = p && package_write_cuda(a->out, g, p, arch, a->no_fusion, po, &nvrtc_s, e);

@@ -19,6 +19,12 @@ typedef enum CudaShape { CUDA_POINTWISE, CUDA_ROWS } CudaShape;
 /* The block size a kernel of this shape is compiled for (its __launch_bounds__). */
 #define CUDA_BLOCK 256
 
+/* An attention step s is `coil_attention_<s>` (same signature): one thread per query,
+ * CUDA_ATTN_QUERIES queries per block (grid.x = ceil(Tq / CUDA_ATTN_QUERIES)), one batch
+ * element per grid.y (batch dims flattened, row-major), keys in tiles of CUDA_ATTN_TILE. */
+#define CUDA_ATTN_QUERIES 64
+#define CUDA_ATTN_TILE 32
+
 /* The program's kernels (GEMM steps are the runtime's: cuBLAS) as CUDA C++ source,
  * malloc'd; NULL with e set when a kernel cannot be expressed. */
 char *cuda_source(const Program *p, Err *e);

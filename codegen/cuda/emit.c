@@ -6,6 +6,7 @@
  * locals in the scope that needs them; arithmetic follows loop.h (the prelude's helpers
  * where C++ differs). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -416,6 +417,124 @@ static void emit_kernel(Emit *em, int k)
     put(em, "}\n\n");
 }
 
+/* ---------------------------------------------------------------- attention */
+
+static void put_operand_offset(Emit *em, const char *name, const GemmOperand *o, int nbatch)
+{
+    put(em, "  long long %s = ", name);
+    put_dim(em, o->offset);
+    for (int d = 0; d < nbatch; d++) {
+        put(em, " + coil_b%d * ", d);
+        put_dim(em, o->batch_stride[d]);
+    }
+    put(em, ";\n");
+}
+
+static const char *load_fn(DType dt)
+{
+    return dt == DT_F16 ? "coil_f16_to_f32" : dt == DT_BF16 ? "coil_bf16_to_f32" : "(float)";
+}
+
+/* Attention as one kernel, FlashAttention's way on CUDA cores: a thread per query (its row
+ * of Q scaled, in registers), the keys and values in tiles of CUDA_ATTN_TILE through
+ * shared memory, an online softmax (running max and sum, rescaled once per tile), so the
+ * T x T scores never reach memory. Causal: a block stops at its last query's key. */
+static void emit_attention(Emit *em, int s)
+{
+    const Attention *a = &em->p->step[s].attn;
+    const GemmOperand *op[4] = {&a->q, &a->k, &a->v, &a->o};
+    const char *names[4] = {"q", "k", "v", "o"};
+    put(em, "extern \"C\" __global__ void __launch_bounds__(%d) coil_attention_%d(void *const "
+        "*__restrict__ coil_bufs, const long long *__restrict__ coil_syms)\n{\n",
+        CUDA_ATTN_QUERIES, s);
+    for (int i = 0; i < 4; i++) {
+        DType dt = em->p->buf[op[i]->buf].dt;
+        put(em, "  %s *%s = (%s *)coil_bufs[%d];\n", mem_type[dt], names[i], mem_type[dt],
+            op[i]->buf);
+    }
+    put(em, "  const long long tq = ");
+    put_dim(em, a->tq);
+    put(em, ", tk = ");
+    put_dim(em, a->tk);
+    put(em, ";\n  long long coil_rest = blockIdx.y;\n");
+    for (int d = a->nbatch - 1; d >= 0; d--) {
+        put(em, "  const long long coil_n%d = ", d);
+        put_dim(em, a->batch[d]);
+        put(em, ", coil_b%d = coil_rest %% coil_n%d; coil_rest /= coil_n%d;\n", d, d, d);
+    }
+    put(em, "  (void)coil_rest;\n");
+    for (int i = 0; i < 4; i++) {
+        char off[8];
+        snprintf(off, sizeof off, "off_%s", names[i]);
+        put_operand_offset(em, off, op[i], a->nbatch);
+    }
+    const char *rs[4] = {"rs_q", "rs_k", "rs_v", "rs_o"}, *cs[4] = {"cs_q", "cs_k", "cs_v", "cs_o"};
+    for (int i = 0; i < 4; i++) {
+        put(em, "  const long long %s = ", rs[i]);
+        put_dim(em, op[i]->row_stride);
+        put(em, ", %s = ", cs[i]);
+        put_dim(em, op[i]->col_stride);
+        put(em, ";\n");
+    }
+    DType qt = em->p->buf[a->q.buf].dt, kt = em->p->buf[a->k.buf].dt, vt = em->p->buf[a->v.buf].dt,
+          ot = em->p->buf[a->o.buf].dt;
+    put(em,
+        "  enum { D = %lld, DV = %lld, BC = %d, BR = %d };\n"
+        "  __shared__ float ks[BC][D], vs[BC][DV];\n"
+        "  const long long i = (long long)blockIdx.x * BR + threadIdx.x;\n"
+        "  const bool active = i < tq;\n"
+        "  float qv[D], acc[DV], m = -COIL_INF, l = 0.0f;\n"
+        "  for (int c = 0; c < D; c++)\n"
+        "    qv[c] = active ? %s(q[off_q + i * rs_q + c * cs_q]) * %af : 0.0f;\n"
+        "  for (int c = 0; c < DV; c++) acc[c] = 0.0f;\n"
+        "  long long kend = tk;\n",
+        (long long)a->d, (long long)a->dv, CUDA_ATTN_TILE, CUDA_ATTN_QUERIES, load_fn(qt),
+        a->scale);
+    if (a->causal)
+        put(em, "  { long long last = (long long)(blockIdx.x + 1) * BR; kend = last < tk ? last : tk; }\n");
+    put(em,
+        "  for (long long j0 = 0; j0 < kend; j0 += BC) {\n"
+        "    for (int t = threadIdx.x; t < BC * D; t += BR) {\n"
+        "      long long j = j0 + t / D; int c = t %% D;\n"
+        "      ks[t / D][c] = j < tk ? %s(k[off_k + j * rs_k + c * cs_k]) : 0.0f;\n"
+        "    }\n"
+        "    for (int t = threadIdx.x; t < BC * DV; t += BR) {\n"
+        "      long long j = j0 + t / DV; int c = t %% DV;\n"
+        "      vs[t / DV][c] = j < tk ? %s(v[off_v + j * rs_v + c * cs_v]) : 0.0f;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    if (active) {\n"
+        "      float sc[BC], most = -COIL_INF;\n"
+        "      for (int jj = 0; jj < BC; jj++) {\n"
+        "        long long j = j0 + jj;\n"
+        "        float dot = 0.0f;\n"
+        "        for (int c = 0; c < D; c++) dot += qv[c] * ks[jj][c];\n"
+        "        sc[jj] = j < tk && !(%d && j > i) ? dot : -COIL_INF;\n"
+        "        most = fmaxf(most, sc[jj]);\n"
+        "      }\n"
+        "      float mnew = fmaxf(m, most);\n"
+        "      if (mnew != -COIL_INF) {\n"
+        "        float corr = expf(m - mnew);\n"
+        "        l *= corr;\n"
+        "        for (int c = 0; c < DV; c++) acc[c] *= corr;\n"
+        "        for (int jj = 0; jj < BC; jj++) {\n"
+        "          float pj = expf(sc[jj] - mnew);\n"
+        "          l += pj;\n"
+        "          for (int c = 0; c < DV; c++) acc[c] += pj * vs[jj][c];\n"
+        "        }\n"
+        "        m = mnew;\n"
+        "      }\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "  }\n"
+        "  if (active)\n"
+        "    for (int c = 0; c < DV; c++)\n"
+        "      o[off_o + i * rs_o + c * cs_o] = (%s)%s(acc[c] / l);\n"
+        "}\n\n",
+        load_fn(kt), load_fn(vt), a->causal ? 1 : 0, mem_type[ot],
+        ot == DT_F16 ? "coil_f32_to_f16" : ot == DT_BF16 ? "coil_f32_to_bf16" : "");
+}
+
 char *cuda_source(const Program *p, Err *e)
 {
     int most = 1;
@@ -427,6 +546,9 @@ char *cuda_source(const Program *p, Err *e)
     put(&em, "%s", cuda_prelude);
     for (int k = 0; em.need && k < p->nkernel; k++)
         emit_kernel(&em, k);
+    for (int s = 0; em.need && s < p->nstep; s++)
+        if (p->step[s].kind == STEP_ATTENTION)
+            emit_attention(&em, s);
     free(em.need);
     char *src = em.need ? text_take(&em.t) : (free(text_take(&em.t)), NULL);
     if (!src)

@@ -1,9 +1,9 @@
 /* test_compile.c — every op compiled, held against the reference interpreter: each graph in
  * tests/models/ops (the fixtures the interpreter is checked against numpy and PyTorch with)
- * through the standard passes, fusion and lowering, run five ways on the fixture's inputs:
- * the loop evaluator with and without fusion (lowering alone), the engine with LLVM
- * kernels and coil's GEMMs, the same without fusion, and with OpenBLAS GEMMs on two
- * threads. The interpreter runs the same optimised graph, so composites are compared
+ * through the standard passes, fusion and lowering, run six ways on the fixture's inputs:
+ * the loop evaluator with and without fusion (lowering alone) and after the CUDA backend's
+ * passes (attention as one step), the engine with LLVM kernels and coil's GEMMs, the same
+ * without fusion, and with OpenBLAS GEMMs on two threads. The interpreter runs the same optimised graph, so composites are compared
  * through the same primitives (their decomposition's rounding is test_oracle's concern). */
 #include <dirent.h>
 #include <stdlib.h>
@@ -114,29 +114,42 @@ static bool case_load(const char *dir, const char *kase, Case *c)
     return ok;
 }
 
-static void check_outputs(const Case *c, const char *how, Tensor *out)
+static void check_against(const Case *c, const char *how, Tensor *out, const Tensor *want)
 {
     char label[512];
     snprintf(label, sizeof label, "%s [%s]", c->name, how);
     for (int i = 0; i < c->g->noutput; i++) {
-        compare(label, c->g->output_name[i], &out[i], &c->want[i]);
+        compare(label, c->g->output_name[i], &out[i], &want[i]);
         tensor_free(&out[i]);
     }
 }
 
-/* Lowering alone: the program through the loop evaluator. */
-static void run_loop_eval(const Case *c, bool no_fusion, Tensor *out)
+static void check_outputs(const Case *c, const char *how, Tensor *out)
+{
+    check_against(c, how, out, c->want);
+}
+
+/* Lowering alone: the program through the loop evaluator, after the CPU's passes or the
+ * CUDA backend's (attention kept whole, as one step). */
+static void run_loop_eval(const Case *c, bool no_fusion, const char *pipeline, Tensor *out)
 {
     Err e = {0};
     Graph *g = graph_copy(c->g, &e);
     LowerOptions lo = {.no_fusion = no_fusion};
-    Program *p = g && run_passes(&g, pass_pipeline, &e) ? loop_lower(g, &lo, &e) : NULL;
-    if (p && loop_eval(p, c->in, c->params, out, &e))
-        check_outputs(c, no_fusion ? "loop_eval, no fusion" : "loop_eval", out);
+    Program *p = g && run_passes(&g, pipeline, &e) ? loop_lower(g, &lo, &e) : NULL;
+    char how[128];
+    snprintf(how, sizeof how, "loop_eval%s%s", no_fusion ? ", no fusion" : "",
+             pipeline == pass_pipeline_cuda ? ", CUDA passes" : "");
+    Tensor want[16] = {{0}}; /* the interpreter on the same graph: attention whole or not */
+    if (p && interp_run(g, c->in, c->params, want, NULL, &e) &&
+        loop_eval(p, c->in, c->params, out, &e))
+        check_against(c, how, out, want);
     else {
         fprintf(stderr, "%s [loop_eval]: %s\n", c->name, e.msg);
         check_failures++;
     }
+    for (int i = 0; i < c->g->noutput; i++)
+        tensor_free(&want[i]);
     program_free(p);
     graph_free(g);
 }
@@ -159,8 +172,9 @@ static void run_case(const char *dir, const char *kase)
     Case c;
     Tensor out[16] = {{0}};
     if (case_load(dir, kase, &c) && c.g->noutput <= 16) {
-        run_loop_eval(&c, false, out);
-        run_loop_eval(&c, true, out);
+        run_loop_eval(&c, false, pass_pipeline, out);
+        run_loop_eval(&c, true, pass_pipeline, out);
+        run_loop_eval(&c, false, pass_pipeline_cuda, out);
         run_compiled(&c, "llvm", (CompileOptions){.threads = 1}, out);
         run_compiled(&c, "llvm, no fusion", (CompileOptions){.threads = 1, .no_fusion = true}, out);
         run_compiled(&c, "llvm, OpenBLAS, 2 threads",

@@ -20,11 +20,12 @@
 
 static const char *const archs[] = {"sm_80", "sm_90a"};
 
-/* Lower g as `coil run` would and compile its kernels for every architecture. */
+/* Lower g as the CUDA backend does (attention kept whole) and compile its kernels, the
+ * fused attention kernels included, for every architecture. */
 static int compile_graph(Graph *g, const char *label)
 {
     Err e = {0};
-    Program *p = run_passes(&g, pass_pipeline, &e) ? loop_lower(g, NULL, &e) : NULL;
+    Program *p = run_passes(&g, pass_pipeline_cuda, &e) ? loop_lower(g, NULL, &e) : NULL;
     char *src = p ? cuda_source(p, &e) : NULL;
     int kernels = p ? p->nkernel : 0;
     for (size_t a = 0; src && a < sizeof archs / sizeof *archs; a++) {
