@@ -28,6 +28,11 @@ typedef enum CudaShape { CUDA_POINTWISE, CUDA_ROWS } CudaShape;
 /* The program's kernels (GEMM steps are the runtime's: cuBLAS) as CUDA C++ source,
  * malloc'd; NULL with e set when a kernel cannot be expressed. */
 char *cuda_source(const Program *p, Err *e);
+/* The same with every kernel's name prefixed and the prelude (device helpers) optional:
+ * several programs in one translation unit (tests compile every op fixture at once). */
+char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *e);
+/* The device helpers every source starts with (cuda_source includes them). */
+extern const char cuda_prelude[];
 CudaShape cuda_shape(const Kernel *k);
 
 /* ---------------------------------------------------------------- NVRTC */
