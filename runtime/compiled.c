@@ -1,5 +1,6 @@
-/* compiled.c — the compile pipeline end to end: passes, lowering, LLVM (or a package's
- * object), then an engine holding the kernels. */
+/* compiled.c — the compile pipeline end to end: passes, lowering, then LLVM (or a
+ * package's object) and an engine holding the kernels, or for a GPU a CUDA engine (which
+ * compiles its kernels with NVRTC). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,7 @@ void compiled_free(Compiled *c)
     if (!c)
         return;
     engine_free(c->en);
+    cuda_engine_free(c->cu);
     cpu_free(c->m);
     program_free(c->p);
     graph_free(c->g);
@@ -53,28 +55,71 @@ static Engine *engine_for(Compiled *c, const CompileOptions *o, Err *e)
     return en;
 }
 
+/* The devices a model compiles for, by CompileOptions.device. */
+typedef enum Device { DEVICE_CPU, DEVICE_CUDA } Device;
+static const struct {
+    const char *name;
+    Device dev;
+} devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
+
+/* The device o asks for, or false with the reason it cannot be compiled for here. */
+static bool pick_device(const CompileOptions *o, Device *dev, Err *e)
+{
+    const char *why, *name = o->device ? o->device : "cpu";
+    for (size_t i = 0; i < sizeof devices / sizeof *devices; i++)
+        if (strcmp(name, devices[i].name) == 0) {
+            *dev = devices[i].dev;
+            if (*dev == DEVICE_CUDA && !cuda_driver_available(&why)) {
+                err_set(e, ERR_INPUT, "cannot compile for cuda: %s", why);
+                return false;
+            }
+            return true;
+        }
+    err_set(e, ERR_USAGE, "unknown device '%s' (cpu or cuda)", name);
+    return false;
+}
+
+/* The CPU: LLVM's module (or the package's object) and an engine over it. */
+static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
+{
+    double t0 = now();
+    bool llvm = !o->no_llvm && (cpu_available() || o->object);
+    if (llvm)
+        c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &o->cpu, e);
+    c->llvm_s = now() - t0;
+    c->from_object = o->object != NULL;
+    return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL;
+}
+
+static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
+{
+    double t0 = now();
+    CudaEngineOptions co = o->cuda;
+    co.profile = o->profile;
+    c->cu = cuda_engine_new(c->p, &co, e);
+    c->llvm_s = now() - t0;
+    c->from_object = co.cubin != NULL;
+    return c->cu != NULL;
+}
+
 Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e)
 {
     static const CompileOptions defaults = {0};
     o = o ? o : &defaults;
-    Compiled *c = calloc(1, sizeof *c);
+    Device dev;
+    Compiled *c = pick_device(o, &dev, e) ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         graph_free(g);
-        err_set(e, ERR_INPUT, "out of memory compiling a model");
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "out of memory compiling a model");
         return NULL;
     }
     c->g = g;
     double t0 = now();
     LowerOptions lo = {.no_fusion = o->no_fusion};
     c->p = loop_lower(g, &lo, e);
-    double t1 = now();
-    c->lower_s = t1 - t0;
-    bool llvm = !o->no_llvm && (cpu_available() || o->object);
-    if (c->p && llvm)
-        c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &o->cpu, e);
-    c->llvm_s = now() - t1;
-    c->from_object = o->object != NULL;
-    bool ok = c->p && (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL;
+    c->lower_s = now() - t0;
+    bool ok = c->p && (dev == DEVICE_CUDA ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
     if (ok)
         return c;
     compiled_free(c);
@@ -100,11 +145,18 @@ static bool same_params(const Graph *a, const Graph *b, Err *e)
     return ok;
 }
 
+/* The passes a device's code generator wants: the GPU keeps attention whole (one fused
+ * kernel), the CPU decomposes it into GEMMs and a softmax. */
+static const char *pipeline_for(const CompileOptions *o)
+{
+    return o && o->device && strcmp(o->device, "cuda") == 0 ? pass_pipeline_cuda : pass_pipeline;
+}
+
 Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 {
     double t0 = now();
     Graph *g = graph_copy(src, e);
-    if (!g || !run_passes(&g, pass_pipeline, e) || !same_params(src, g, e)) {
+    if (!g || !run_passes(&g, pipeline_for(o), e) || !same_params(src, g, e)) {
         graph_free(g);
         return NULL;
     }
@@ -118,7 +170,18 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                   Err *e)
 {
-    return engine_run(c->en, inputs, params, outputs, e);
+    return c->cu ? cuda_engine_run(c->cu, inputs, params, outputs, e)
+                 : engine_run(c->en, inputs, params, outputs, e);
+}
+
+const MemoryPlan *compiled_plan(const Compiled *c)
+{
+    return c->cu ? cuda_engine_plan(c->cu) : engine_plan(c->en);
+}
+
+const double *compiled_step_seconds(const Compiled *c)
+{
+    return c->cu ? cuda_engine_step_seconds(c->cu) : engine_step_seconds(c->en);
 }
 
 bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,
@@ -126,7 +189,7 @@ bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, 
 {
     Graph *g = graph_copy(src, e);
     LowerOptions lo = {.no_fusion = o && o->no_fusion};
-    Program *p = g && run_passes(&g, pass_pipeline, e) ? loop_lower(g, &lo, e) : NULL;
+    Program *p = g && run_passes(&g, pipeline_for(o), e) ? loop_lower(g, &lo, e) : NULL;
     bool ok = p && plan_memory(p, sb, plan, e);
     program_free(p);
     graph_free(g);

@@ -1,11 +1,13 @@
-/* compiled.h — a model compiled for the CPU, end to end: the standard passes, lowering to
- * the loop IR, LLVM, and an engine ready to run. What `coil run`, `coil bench`,
- * `coil compile` and the C API use; each stage timed. */
+/* compiled.h — a model compiled end to end: the standard passes, lowering to the loop IR,
+ * then for the CPU LLVM and an engine, or for an NVIDIA GPU (device "cuda") NVRTC and a
+ * CUDA engine, ready to run. What `coil run`, `coil bench`, `coil compile` and the C API
+ * use; each stage timed. */
 #ifndef COIL_RUNTIME_COMPILED_H
 #define COIL_RUNTIME_COMPILED_H
 
 #include "codegen/cpu/cpu.h"
 #include "codegen/lower.h"
+#include "runtime/cuda_engine.h"
 #include "runtime/engine.h"
 
 typedef struct CompileOptions {
@@ -16,15 +18,21 @@ typedef struct CompileOptions {
     int threads;         /* 0: one per core */
     CpuOptions cpu;
     const char *object;  /* load this object file (a package's) instead of running LLVM */
-    bool profile;        /* time each step (engine_step_seconds) */
+    bool profile;        /* time each step (compiled_step_seconds) */
+    const char *device;  /* NULL or "cpu": this CPU; "cuda": an NVIDIA GPU (kernels through
+                            NVRTC for its architecture, GEMMs on cuBLAS); where no GPU can
+                            run, compiling fails with the reason */
+    CudaEngineOptions cuda; /* with device "cuda" (profile above sets its profile) */
 } CompileOptions;
 
 typedef struct Compiled {
     Graph *g;            /* the optimised graph (owned) */
     Program *p;
     CpuModule *m;        /* NULL with no_llvm */
-    Engine *en;
-    double passes_s, lower_s, llvm_s; /* seconds in each stage */
+    Engine *en;          /* the CPU's, or NULL on a GPU */
+    CudaEngine *cu;      /* the GPU's (device "cuda"), else NULL */
+    double passes_s, lower_s, llvm_s; /* seconds in each stage (llvm_s: NVRTC and loading
+                                         the module, on a GPU) */
     bool from_object;    /* the kernels were a package's object, not compiled here */
 } Compiled;
 
@@ -44,5 +52,9 @@ bool compile_plan(const Graph *g, const CompileOptions *o, const SymBind *sb, Me
  * allocated here. */
 bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                   Err *e);
+/* The engine's memory plan and per-step seconds, whichever device runs it (see
+ * engine_plan, engine_step_seconds, and their cuda_engine_ twins). */
+const MemoryPlan *compiled_plan(const Compiled *c);
+const double *compiled_step_seconds(const Compiled *c);
 
 #endif

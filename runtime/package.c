@@ -214,7 +214,7 @@ bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const
     static const PackageOptions none = {0};
     po = po ? po : &none;
     *nvrtc_s = 0;
-    char *source = cuda_source(p, e);
+    char *source = cuda_engine_source(p, e); /* the engine's helpers too: it loads this cubin */
     bool ok = source && make_dir(dir, e) && write_text(dir, "model.cir", ir_print(g), e) &&
               write_text(dir, "program.loop", loop_print(p), e) &&
               write_text(dir, "plan.json", plan_json(p, po->sb, e), e) &&
@@ -326,20 +326,27 @@ Graph *package_graph(const char *dir, Err *e)
 Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o, Err *e)
 {
     Manifest m;
-    char object[4096], hash[32];
+    char object[4096], hash[32], cubin_name[128];
     if (!read_manifest(dir, &m, e))
         return NULL;
-    if (strcmp(m.device, "cpu") != 0) {
-        err_set(e, ERR_INPUT, "%s: compiled for %s (%s), not for this CPU: run it with --device "
-                "%s on a machine that has one, or compile the model again", dir, m.device,
-                m.target, m.device);
+    const char *want = o->device ? o->device : "cpu";
+    if (strcmp(m.device, want) != 0) {
+        err_set(e, ERR_INPUT, "%s: compiled for %s (%s), not for %s: run it with --device %s, "
+                "or compile the model again", dir, m.device, m.target, want, m.device);
         return NULL;
     }
-    path_in(object, sizeof object, dir, "kernels.o");
     CompileOptions lo = *o;
     lo.no_fusion = m.no_fusion;
     lo.no_llvm = false;
-    lo.object = object;
+    if (strcmp(m.device, "cuda") == 0) {
+        snprintf(cubin_name, sizeof cubin_name, "kernels.%s.cubin", m.target);
+        path_in(object, sizeof object, dir, cubin_name);
+        lo.cuda.cubin = object;
+        lo.cuda.cubin_arch = m.target;
+    } else {
+        path_in(object, sizeof object, dir, "kernels.o");
+        lo.object = object;
+    }
     Graph *copy = graph_copy(g, e);
     Compiled *c = copy ? compile_optimised(copy, &lo, e) : NULL;
     if (!c)

@@ -17,7 +17,10 @@ typedef struct Figures {
     int64_t batch, threads, runs, warmup;
     double compile_s, median_s, min_s, max_s, flops, peak_gflops;
     int64_t planned_bytes, rss_bytes;
-    EngineStats gemms;
+    EngineStats gemms;         /* the CPU's */
+    CudaEngineStats gpu;       /* a GPU's (device set) */
+    const char *device;        /* NULL: the CPU; else the GPU's name */
+    char gpu_name[256];
 } Figures;
 
 static double now(void)
@@ -57,7 +60,10 @@ static bool time_runs(Compiled *c, const Prepared *r, Figures *f, Err *e)
         f->median_s = f->runs % 2 ? t[f->runs / 2] : 0.5 * (t[f->runs / 2 - 1] + t[f->runs / 2]);
         f->min_s = t[0];
         f->max_s = t[f->runs - 1];
-        f->gemms = engine_stats(c->en);
+        if (c->cu)
+            f->gpu = cuda_engine_stats(c->cu);
+        else
+            f->gemms = engine_stats(c->en);
     } else if (err_ok(e)) {
         err_set(e, ERR_INPUT, "out of memory");
     }
@@ -84,41 +90,61 @@ static int64_t batch_of(const Prepared *r)
 static void print_text_report(const Prepared *r, const Figures *f)
 {
     double gflops = f->flops / f->median_s * 1e-9;
-    printf("model @%s, batch %lld, %lld threads (%s)\n", r->g->name, (long long)f->batch,
-           (long long)f->threads, peak_isa());
+    if (f->device)
+        printf("model @%s, batch %lld, on %s (times include copying inputs in and outputs "
+               "out)\n", r->g->name, (long long)f->batch, f->device);
+    else
+        printf("model @%s, batch %lld, %lld threads (%s)\n", r->g->name, (long long)f->batch,
+               (long long)f->threads, peak_isa());
     printf("compile   %.1f ms\n", f->compile_s * 1e3);
     printf("latency   %.3f ms median (min %.3f, max %.3f) over %lld runs after %lld warm-up\n",
            f->median_s * 1e3, f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs,
            (long long)f->warmup);
     printf("throughput %.1f samples/s\n", (double)f->batch / f->median_s);
-    printf("compute   %.1f GFLOP/s = %.1f%% of the %.1f GFLOP/s FMA peak (%.4g FLOPs per call)\n",
-           gflops, 100 * gflops / f->peak_gflops, f->peak_gflops, f->flops);
+    if (f->peak_gflops > 0)
+        printf("compute   %.1f GFLOP/s = %.1f%% of the %.1f GFLOP/s %s peak (%.4g FLOPs per "
+               "call)\n", gflops, 100 * gflops / f->peak_gflops, f->peak_gflops,
+               f->device ? "given" : "FMA", f->flops);
+    else
+        printf("compute   %.1f GFLOP/s (%.4g FLOPs per call; --peak gives the fraction)\n",
+               gflops, f->flops);
     printf("memory    %.2f MiB planned, %.2f MiB peak resident (the whole process)\n",
            (double)f->planned_bytes / 1048576.0, (double)f->rss_bytes / 1048576.0);
-    printf("gemms     %d generated, %d OpenBLAS\n", f->gemms.gemm_generated, f->gemms.gemm_blas);
+    if (f->device)
+        printf("gemms     %d cuBLAS, %d cuBLASLt with the epilogue fused; %d kernel launches "
+               "per run%s\n", f->gpu.gemm_cublas, f->gpu.gemm_lt, f->gpu.launches,
+               f->gpu.graph_replays ? ", replayed as a CUDA graph" : "");
+    else
+        printf("gemms     %d generated, %d OpenBLAS\n", f->gemms.gemm_generated,
+               f->gemms.gemm_blas);
 }
 
 static void print_json_report(const Prepared *r, const Figures *f)
 {
     double gflops = f->flops / f->median_s * 1e-9;
-    printf("{\"engine\": \"coil\", \"model\": ");
+    printf("{\"engine\": \"coil\", \"device\": ");
+    json_write_string(stdout, f->device ? f->device : "cpu");
+    printf(", \"model\": ");
     json_write_string(stdout, r->g->name);
     printf(", \"batch\": %lld, \"threads\": %lld, \"compile_s\": %.6f, \"median_ms\": %.6f, "
            "\"min_ms\": %.6f, \"max_ms\": %.6f, \"runs\": %lld, \"warmup\": %lld, "
            "\"samples_per_s\": %.4f, \"flops\": %.6g, \"gflops\": %.4f, \"peak_gflops\": %.4f, "
            "\"peak_fraction\": %.6f, \"peak_memory_bytes\": %lld, \"planned_bytes\": %lld, "
-           "\"isa\": \"%s\", \"gemm_generated\": %d, \"gemm_blas\": %d}\n",
+           "\"isa\": \"%s\", \"gemm_generated\": %d, \"gemm_blas\": %d, \"gemm_cublas\": %d, "
+           "\"gemm_cublaslt\": %d, \"cuda_graph\": %s}\n",
            (long long)f->batch, (long long)f->threads, f->compile_s, f->median_s * 1e3,
            f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs, (long long)f->warmup,
            (double)f->batch / f->median_s, f->flops, gflops, f->peak_gflops,
-           gflops / f->peak_gflops, (long long)f->rss_bytes, (long long)f->planned_bytes,
-           peak_isa(), f->gemms.gemm_generated, f->gemms.gemm_blas);
+           f->peak_gflops > 0 ? gflops / f->peak_gflops : 0.0, (long long)f->rss_bytes,
+           (long long)f->planned_bytes, f->device ? "cuda" : peak_isa(), f->gemms.gemm_generated,
+           f->gemms.gemm_blas, f->gpu.gemm_cublas, f->gpu.gemm_lt,
+           f->gpu.graph_replays ? "true" : "false");
 }
 
 /* Each step's share of the time, slowest first (the ten slowest). */
 static void print_profile(const Compiled *c, const Figures *f)
 {
-    const double *t = engine_step_seconds(c->en);
+    const double *t = compiled_step_seconds(c);
     int n = c->p->nstep, order[n > 0 ? n : 1];
     double total = 0;
     for (int s = 0; s < n; s++) {
@@ -135,7 +161,9 @@ static void print_profile(const Compiled *c, const Figures *f)
     printf("profile   %.3f ms per run in %d steps; the slowest:\n", total / (double)runs * 1e3, n);
     for (int i = 0; i < n && i < 10; i++) {
         const Step *st = &c->p->step[order[i]];
-        const char *name = st->kind == STEP_KERNEL ? c->p->kernel[st->kernel].name : "gemm";
+        const char *name = st->kind == STEP_KERNEL      ? c->p->kernel[st->kernel].name
+                           : st->kind == STEP_ATTENTION ? "attention"
+                                                        : "gemm";
         printf("  step %-4d %-24s %8.3f ms  %5.1f%%\n", order[i], name,
                t[order[i]] / (double)runs * 1e3, 100 * t[order[i]] / total);
     }
@@ -149,7 +177,11 @@ static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
     Compiled *c = prepared_compile(r, &co, e);
     f->compile_s = now() - t0;
     bool ok = c && graph_flops(r->g, &r->sb, &f->flops, e) && time_runs(c, r, f, e);
-    const MemoryPlan *mp = ok ? engine_plan(c->en) : NULL;
+    const MemoryPlan *mp = ok ? compiled_plan(c) : NULL;
+    if (ok && c->cu) {
+        snprintf(f->gpu_name, sizeof f->gpu_name, "%s", cuda_engine_device(c->cu)->name);
+        f->device = f->gpu_name;
+    }
     if (mp)
         f->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes;
     if (ok && a->profile && !a->json)
@@ -178,6 +210,8 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
         {"--set", .list = &a->set},          {"--no-fusion", .on = &a->no_fusion},
         {"--blas", .on = &a->blas},          {"--json", .on = &a->json},
         {"--seed", .value = &a->seed},       {"--profile", .on = &a->profile},
+        {"--device", .value = &a->device},   {"--cuda-graphs", .on = &a->graphs},
+        {"--tf32", .on = &a->tf32},
     };
     SymSize sizes[argc + 2];
     Figures f = {0};
@@ -202,6 +236,8 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
     f.peak_gflops = a->peak ? strtod(a->peak, &end) : 0;
     if (rc == EXIT_OK && !a->help && a->peak && (end == a->peak || *end || !(f.peak_gflops > 0)))
         rc = usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_device(cmd, a);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     Err e = {0};
@@ -211,7 +247,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
         err_set(&e, ERR_USAGE, "--batch: model @%s has no symbolic dimension B", r.g->name);
         ok = false;
     }
-    if (ok && !f.peak_gflops)
+    if (ok && !f.peak_gflops && !device_is_cuda(a)) /* a GPU's peak: --peak (dtype-dependent) */
         f.peak_gflops = peak_fma_gflops((int)f.threads, 0.2);
     f.batch = ok ? batch_of(&r) : 0;
     ok = ok && measure(&r, a, &f, &e);

@@ -182,7 +182,23 @@ Graph *load_model(const Args *a, uint64_t seed, Err *e)
     return model_load(a->model, &opt, e);
 }
 
+bool device_is_cuda(const Args *a) { return a->device && strcmp(a->device, "cuda") == 0; }
+
+int check_device(const Command *cmd, const Args *a)
+{
+    if (a->device && !device_is_cuda(a) && strcmp(a->device, "cpu") != 0)
+        return usage_error(cmd, "--device %s: expected cpu or cuda", a->device);
+    const char *gpu_only = a->graphs ? "--cuda-graphs" : a->tf32 ? "--tf32" : a->arch ? "--arch" : NULL;
+    if (gpu_only && !device_is_cuda(a))
+        return usage_error(cmd, "%s applies to --device cuda", gpu_only);
+    if (a->blas && device_is_cuda(a))
+        return usage_error(cmd, "--blas applies to the CPU (a GPU's GEMMs are cuBLAS's)");
+    return EXIT_OK;
+}
+
 CompileOptions compile_options(const Args *a, int threads)
 {
-    return (CompileOptions){.no_fusion = a->no_fusion, .blas_gemm = a->blas, .threads = threads};
+    return (CompileOptions){.no_fusion = a->no_fusion, .blas_gemm = a->blas, .threads = threads,
+                            .device = a->device,
+                            .cuda = {.graphs = a->graphs, .allow_tf32 = a->tf32}};
 }

@@ -33,7 +33,7 @@ typedef struct List {
 /* Everything any command accepts; each command says which flags it takes. */
 struct Args {
     const char *model;
-    bool help, interp, params, train, all, no_fusion, json, blas, profile;
+    bool help, interp, params, train, all, no_fusion, json, blas, profile, graphs, tf32;
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
         *warmup, *peak, *emit, *mode, *device, *arch;
     List input, set, dim; /* "NAME=VALUE" strings */
@@ -67,7 +67,12 @@ int print_text(char *text, const char *what);
 
 /* The model file (.cir, .coil) a command names, loaded with --set, --train and a seed. */
 Graph *load_model(const Args *a, uint64_t seed, Err *e);
-/* Compile options from --no-fusion, --threads (already checked) and --blas. */
+/* --device (cpu or cuda), and the flags only a GPU takes (--cuda-graphs, --tf32, --arch)
+ * refused without it. */
+int check_device(const Command *cmd, const Args *a);
+bool device_is_cuda(const Args *a);
+/* Compile options from --no-fusion, --threads (already checked), --blas, --device,
+ * --cuda-graphs and --tf32. */
 CompileOptions compile_options(const Args *a, int threads);
 
 /* ---------------------------------------------------------------- prepare.c */

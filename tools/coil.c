@@ -192,14 +192,15 @@ static int cmd_check(const Command *cmd, Args *a, int argc, char **argv)
 /* ---------------------------------------------------------------- the table */
 
 static const Command commands[] = {
-    {"run", cmd_run, "compile a model for the CPU, run it and print its outputs' checksums",
+    {"run", cmd_run, "compile a model for the CPU or a GPU, run it, print its outputs' checksums",
      "usage: coil run MODEL [options]\n"
      "\n"
      "MODEL is a .cir (IR text) or .coil file, or a package directory that `coil compile`\n"
      "wrote. Inputs not given are random (floats normal(0,1), integers in the range their\n"
      "uses index), parameters come from their initializers; both are drawn from the seed,\n"
      "so a run is reproducible. The model is compiled (fused, lowered, LLVM) and run on\n"
-     "the CPU; --interp evaluates it with the reference interpreter instead.\n"
+     "the CPU, or with --device cuda compiled by NVRTC and run on the first NVIDIA GPU;\n"
+     "--interp evaluates it with the reference interpreter instead.\n"
      "\n"
      "options:\n"
      "  --input NAME=FILE.npy  the value of graph input NAME (repeatable)\n"
@@ -215,17 +216,22 @@ static const Command commands[] = {
      "  --no-fusion            one kernel per op, no GEMM epilogues (for comparison)\n"
      "  --blas                 GEMMs on OpenBLAS instead of coil's generated kernels\n"
      "  --interp               evaluate with the reference interpreter (f64, one thread)\n"
+     "  --device cpu|cuda      where to run (default cpu); a package runs where it was\n"
+     "                         compiled for\n"
+     "  --cuda-graphs          cuda: replay the run as a CUDA graph once captured\n"
+     "  --tf32                 cuda: f32 GEMMs in TF32 (about 1e-3 relative error)\n"
      "\n"
      "Prints one line per output (name, type, sum, mean |x|), then the time and FLOPs.\n"},
     {"bench", cmd_bench, "time a compiled model: latency, throughput, GFLOP/s, peak fraction",
      "usage: coil bench MODEL [options]\n"
      "\n"
-     "Compiles MODEL (a .cir/.coil file or a package) for the CPU, then runs it on random\n"
-     "inputs: --warmup untimed runs, then --runs timed ones. Reports the compile time, the\n"
-     "median, min and max latency, samples/s (the batch, the first input's first dim, per\n"
-     "second), GFLOP/s from the model's FLOP count, the fraction of the machine's FMA peak\n"
-     "(measured at start-up on the same threads, or --peak), and memory: the planned bytes\n"
-     "and the process's peak resident set.\n"
+     "Compiles MODEL (a .cir/.coil file or a package) for the CPU, or with --device cuda\n"
+     "for the first NVIDIA GPU (its times include copying inputs in and outputs out), then\n"
+     "runs it on random inputs: --warmup untimed runs, then --runs timed ones. Reports the\n"
+     "compile time, the median, min and max latency, samples/s (the batch, the first\n"
+     "input's first dim, per second), GFLOP/s from the model's FLOP count, the fraction of\n"
+     "the machine's FMA peak (the CPU's measured at start-up on the same threads; a GPU's\n"
+     "given with --peak), and memory: the planned bytes and the process's peak resident set.\n"
      "\n"
      "options:\n"
      "  --batch N              the batch size: the size of symbol B (default 2)\n"
@@ -238,7 +244,10 @@ static const Command commands[] = {
      "  --no-fusion            one kernel per op, no GEMM epilogues\n"
      "  --blas                 GEMMs on OpenBLAS instead of coil's generated kernels\n"
      "  --json                 one JSON object instead of text (bench/run.sh reads it)\n"
-     "  --profile              also time every step and list the slowest\n"},
+     "  --profile              also time every step and list the slowest\n"
+     "  --device cpu|cuda      where to run (default cpu)\n"
+     "  --cuda-graphs          cuda: replay each run as a CUDA graph once captured\n"
+     "  --tf32                 cuda: f32 GEMMs in TF32\n"},
     {"compile", cmd_compile, "compile a model ahead of time into a package directory",
      "usage: coil compile MODEL -o DIR [options]\n"
      "\n"

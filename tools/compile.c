@@ -55,11 +55,9 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
         rc = check_model_args(cmd, a, sizes);
     if (rc == EXIT_OK && !a->help && !a->out)
         rc = usage_error(cmd, "missing -o DIR, the package to write");
-    bool cuda = a->device && strcmp(a->device, "cuda") == 0;
-    if (rc == EXIT_OK && !a->help && a->device && !cuda && strcmp(a->device, "cpu") != 0)
-        rc = usage_error(cmd, "--device %s: expected cpu or cuda", a->device);
-    if (rc == EXIT_OK && !a->help && a->arch && !cuda)
-        rc = usage_error(cmd, "--arch applies to --device cuda");
+    bool cuda = device_is_cuda(a);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_device(cmd, a);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     Err e = {0};

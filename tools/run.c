@@ -1,6 +1,6 @@
-/* run.c — `coil run`: compile a model for the CPU (or load its package), run it once on the
- * given or drawn inputs, and print each output's checksums; --interp evaluates it with the
- * reference interpreter instead. */
+/* run.c — `coil run`: compile a model for the CPU or (--device cuda) an NVIDIA GPU, or load
+ * its package, run it once on the given or drawn inputs, and print each output's
+ * checksums; --interp evaluates it with the reference interpreter instead. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -44,11 +44,31 @@ static void print_outputs(const Graph *g, const Tensor *outputs)
     }
 }
 
+static void print_cuda_timing(const Outcome *o)
+{
+    const Compiled *c = o->c;
+    CudaEngineStats st = cuda_engine_stats(c->cu);
+    const CudaDeviceInfo *d = cuda_engine_device(c->cu);
+    const char *how = c->from_object ? "loading the cubin" : st.cubin_cached ? "NVRTC, cached"
+                                                                              : "NVRTC";
+    printf("compile %.1f ms (passes %.1f, lowering %.1f, %s %.1f): %d kernels, %d GEMMs, for "
+           "%s (%s)\n", (c->passes_s + c->lower_s + c->llvm_s) * 1e3, c->passes_s * 1e3,
+           c->lower_s * 1e3, how, c->llvm_s * 1e3, c->p->nkernel, st.gemm_cublas + st.gemm_lt,
+           d->name, d->arch);
+    printf("time %.3f ms (GPU, copies in and out included; GEMMs: %d cuBLAS, %d cuBLASLt with "
+           "the epilogue fused), %.4g FLOPs\n", o->seconds * 1e3, st.gemm_cublas, st.gemm_lt,
+           o->flops);
+}
+
 static void print_timing(const Outcome *o)
 {
     const Compiled *c = o->c;
     if (!c) {
         printf("time %.3f ms (interpreter), %.4g FLOPs\n", o->seconds * 1e3, o->flops);
+        return;
+    }
+    if (c->cu) {
+        print_cuda_timing(o);
         return;
     }
     EngineStats st = engine_stats(c->en);
@@ -110,7 +130,8 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
         {"--out", .value = &a->out},    {"--seed", .value = &a->seed},
         {"--interp", .on = &a->interp}, {"--train", .on = &a->train},
         {"--threads", .value = &a->threads}, {"--no-fusion", .on = &a->no_fusion},
-        {"--blas", .on = &a->blas},
+        {"--blas", .on = &a->blas},     {"--device", .value = &a->device},
+        {"--cuda-graphs", .on = &a->graphs}, {"--tf32", .on = &a->tf32},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -122,6 +143,8 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
     if (rc == EXIT_OK && !a->help)
         rc = parse_count(cmd, "--threads", a->threads, 0, &threads);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_device(cmd, a);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     Err e = {0};

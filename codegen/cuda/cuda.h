@@ -20,8 +20,9 @@ typedef enum CudaShape { CUDA_POINTWISE, CUDA_ROWS } CudaShape;
 #define CUDA_BLOCK 256
 
 /* An attention step s is `coil_attention_<s>` (same signature): one thread per query,
- * CUDA_ATTN_QUERIES queries per block (grid.x = ceil(Tq / CUDA_ATTN_QUERIES)), one batch
- * element per grid.y (batch dims flattened, row-major), keys in tiles of CUDA_ATTN_TILE. */
+ * CUDA_ATTN_QUERIES queries per block, one batch element per grid.x (batch dims flattened,
+ * row-major: grid.x allows 2^31 - 1 of them), grid.y = ceil(Tq / CUDA_ATTN_QUERIES) (at
+ * most 65535), keys in tiles of CUDA_ATTN_TILE. */
 #define CUDA_ATTN_QUERIES 64
 #define CUDA_ATTN_TILE 32
 
@@ -50,6 +51,8 @@ typedef struct Cubin {
     double seconds;  /* in NVRTC (0 when cached) */
 } Cubin;
 
+/* A cubin file (a package's kernels), checked to be an ELF object; cached set. */
+bool cubin_read(const char *path, Cubin *out, Err *e);
 /* Whether NVRTC can be loaded here; *why gets the reason when not. */
 bool nvrtc_available(const char **why);
 /* NVRTC's version, as "13.0" (into buf). */

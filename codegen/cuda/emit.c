@@ -457,7 +457,7 @@ static void emit_attention(Emit *em, int s)
     put_dim(em, a->tq);
     put(em, ", tk = ");
     put_dim(em, a->tk);
-    put(em, ";\n  long long coil_rest = blockIdx.y;\n");
+    put(em, ";\n  long long coil_rest = blockIdx.x;\n");
     for (int d = a->nbatch - 1; d >= 0; d--) {
         put(em, "  const long long coil_n%d = ", d);
         put_dim(em, a->batch[d]);
@@ -482,7 +482,7 @@ static void emit_attention(Emit *em, int s)
     put(em,
         "  enum { D = %lld, DV = %lld, BC = %d, BR = %d };\n"
         "  __shared__ float ks[BC][D], vs[BC][DV];\n"
-        "  const long long i = (long long)blockIdx.x * BR + threadIdx.x;\n"
+        "  const long long i = (long long)blockIdx.y * BR + threadIdx.x;\n"
         "  const bool active = i < tq;\n"
         "  float qv[D], acc[DV], m = -COIL_INF, l = 0.0f;\n"
         "  for (int c = 0; c < D; c++)\n"
@@ -492,7 +492,7 @@ static void emit_attention(Emit *em, int s)
         (long long)a->d, (long long)a->dv, CUDA_ATTN_TILE, CUDA_ATTN_QUERIES, load_fn(qt),
         a->scale);
     if (a->causal)
-        put(em, "  { long long last = (long long)(blockIdx.x + 1) * BR; kend = last < tk ? last : tk; }\n");
+        put(em, "  { long long last = (long long)(blockIdx.y + 1) * BR; kend = last < tk ? last : tk; }\n");
     put(em,
         "  for (long long j0 = 0; j0 < kend; j0 += BC) {\n"
         "    for (int t = threadIdx.x; t < BC * D; t += BR) {\n"

@@ -166,6 +166,14 @@ static bool cache_read(const char *path, Cubin *out)
     return true;
 }
 
+bool cubin_read(const char *path, Cubin *out, Err *e)
+{
+    if (cache_read(path, out))
+        return true;
+    err_set(e, ERR_INPUT, "%s: cannot read a cubin (missing, or not an ELF object)", path);
+    return false;
+}
+
 /* Written to a temporary name and renamed: two processes at once both leave a whole file. */
 static void cache_write(const char path[4200], const Cubin *c)
 {

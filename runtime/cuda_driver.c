@@ -1,0 +1,317 @@
+/* cuda_driver.c — libcuda, libcublas and libcublasLt opened with dlopen at first use, their
+ * entry points resolved by versioned name into tables that never change after (pthread_once:
+ * the one piece of process-wide state, immutable once made); device queries; CUresult and
+ * cublasStatus_t names for messages. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_engine.h"
+#include "runtime/cuda_plan.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define ENTRY_NAME(f) STR(f),
+
+const char *const cuda_driver_symbols[] = {CUDA_DRIVER_ENTRIES(ENTRY_NAME) NULL};
+const char *const cuda_cublas_symbols[] = {CUDA_CUBLAS_ENTRIES(ENTRY_NAME) NULL};
+const char *const cuda_cublaslt_symbols[] = {CUDA_CUBLASLT_ENTRIES(ENTRY_NAME) NULL};
+
+/* A versioned entry point newer than some drivers coil runs on, and its predecessor of the
+ * same signature (cuEventElapsedTime_v2 came with 12.8; both time two recorded events). */
+static const struct {
+    const char *name, *older;
+} fallbacks[] = {{"cuEventElapsedTime_v2", "cuEventElapsedTime"}};
+
+/* One library and its table, made once. */
+typedef struct Lib {
+    void *handle;
+    const char *why;
+    char msg[512];
+} Lib;
+
+static struct {
+    Lib lib;
+    CudaDriver t;
+} drv;
+static struct {
+    Lib lib;
+    CudaCublas t;
+} blas;
+static struct {
+    Lib lib;
+    CudaCublasLt t;
+} lt;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT, blas_once = PTHREAD_ONCE_INIT,
+                      lt_once = PTHREAD_ONCE_INIT;
+
+/* $env when set, else the first of names that opens. */
+static void *open_lib(const char *env, const char *const *names, const char **opened)
+{
+    const char *path = getenv(env);
+    if (path && *path) {
+        *opened = path;
+        return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    for (; *names; names++) {
+        void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            *opened = *names;
+            return h;
+        }
+    }
+    return NULL;
+}
+
+/* Every name into slots (in order; the tables' fields are the same list); the first
+ * missing name, or NULL. */
+static const char *resolve(void *h, const char *const *names, void (**slots)(void))
+{
+    for (int i = 0; names[i]; i++) {
+        void *f = dlsym(h, names[i]);
+        for (size_t j = 0; !f && j < sizeof fallbacks / sizeof *fallbacks; j++)
+            if (strcmp(names[i], fallbacks[j].name) == 0)
+                f = dlsym(h, fallbacks[j].older);
+        if (!f)
+            return names[i];
+        memcpy(&slots[i], &f, sizeof f);
+    }
+    return NULL;
+}
+
+/* The tables hold only function pointers, in list order: resolve fills them as an array. */
+#define RESOLVE(h, names, table) resolve(h, names, (void (**)(void))(void *)&(table))
+
+/* ---------------------------------------------------------------- names */
+
+static const struct {
+    CUresult r;
+    const char *name;
+} cu_names[] = {
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+    {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+    {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN"},
+};
+
+/* Why the driver cannot say it itself: the stub library answers every call, its name
+ * lookups included, with CUDA_ERROR_STUB_LIBRARY. */
+static const char *cu_name(CUresult r, const char **text)
+{
+    const char *name = NULL;
+    *text = NULL;
+    if (drv.t.cuGetErrorName && drv.t.cuGetErrorName(r, &name) == CUDA_SUCCESS && name) {
+        if (drv.t.cuGetErrorString(r, text) != CUDA_SUCCESS)
+            *text = NULL;
+        return name;
+    }
+    for (size_t i = 0; i < sizeof cu_names / sizeof *cu_names; i++)
+        if (cu_names[i].r == r)
+            return cu_names[i].name;
+    return "CUDA error (an unknown code)";
+}
+
+/* CUresult r as "NAME (description)", into buf. */
+const char *cuda_describe(CUresult r, char *buf, size_t n)
+{
+    const char *text, *name = cu_name(r, &text);
+    if (r == CUDA_ERROR_STUB_LIBRARY)
+        text = "the CUDA toolkit's stub libcuda.so was loaded, not a driver: no NVIDIA driver "
+               "is installed";
+    snprintf(buf, n, "%s%s%s%s", name, text ? " (" : "", text ? text : "", text ? ")" : "");
+    return buf;
+}
+
+const char *cuda_blas_status_name(cublasStatus_t s)
+{
+    const char *name = blas.t.cublasGetStatusName ? blas.t.cublasGetStatusName(s) : NULL;
+    return name ? name : s == CUBLAS_STATUS_NOT_INITIALIZED ? "CUBLAS_STATUS_NOT_INITIALIZED"
+                                                            : "CUBLAS_STATUS (an unknown code)";
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static void driver_open(void)
+{
+    static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+    const char *opened = NULL, *missing;
+    Lib *L = &drv.lib;
+    if (!(L->handle = open_lib("COIL_LIBCUDA", names, &opened))) {
+        snprintf(L->msg, sizeof L->msg, "no NVIDIA driver: %s not found%s",
+                 opened ? opened : "libcuda.so.1",
+                 opened ? " ($COIL_LIBCUDA)" : " (install the NVIDIA driver to run on a GPU)");
+        L->why = L->msg;
+        return;
+    }
+    if ((missing = RESOLVE(L->handle, cuda_driver_symbols, drv.t))) {
+        memset(&drv.t, 0, sizeof drv.t);
+        snprintf(L->msg, sizeof L->msg, "the NVIDIA driver is too old: %s lacks %s (coil needs "
+                 "a driver for CUDA 12 or newer)", opened, missing);
+        L->why = L->msg;
+        return;
+    }
+    char buf[300];
+    int count = 0;
+    CUresult r = drv.t.cuInit(0);
+    if (r == CUDA_SUCCESS)
+        r = drv.t.cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS || count == 0) {
+        snprintf(L->msg, sizeof L->msg, r != CUDA_SUCCESS ? "cuInit failed: %s"
+                                                          : "no CUDA device (%s)",
+                 r != CUDA_SUCCESS ? cuda_describe(r, buf, sizeof buf) : "cuDeviceGetCount is 0");
+        L->why = L->msg;
+        return;
+    }
+    drv.t.cuDriverGetVersion(&drv.t.version);
+}
+
+static void blas_open(void)
+{
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+                                        "/usr/local/cuda/lib64/libcublas.so.13",
+                                        "/usr/local/cuda/lib64/libcublas.so.12", NULL};
+    const char *opened = NULL, *missing;
+    Lib *L = &blas.lib;
+    if (!(L->handle = open_lib("COIL_LIBCUBLAS", names, &opened))) {
+        snprintf(L->msg, sizeof L->msg, "cuBLAS not found: %s (install the CUDA toolkit's "
+                 "libcublas, or add its lib64 to LD_LIBRARY_PATH)",
+                 opened ? opened : "libcublas.so.13 or .12");
+        L->why = L->msg;
+        return;
+    }
+    if ((missing = RESOLVE(L->handle, cuda_cublas_symbols, blas.t))) {
+        memset(&blas.t, 0, sizeof blas.t);
+        snprintf(L->msg, sizeof L->msg, "%s lacks %s (coil needs cuBLAS 12 or newer)", opened,
+                 missing);
+        L->why = L->msg;
+        return;
+    }
+    static const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    for (int i = 0; i < 3; i++)
+        blas.t.cublasGetProperty(parts[i], &blas.t.version[i]);
+}
+
+/* cuBLASLt of cuBLAS's major version first: the two are released together. */
+static void lt_open(void)
+{
+    char same[64], same_abs[96];
+    const char *const *names;
+    const char *opened = NULL, *missing, *why;
+    const CudaCublas *b = cuda_cublas(&why);
+    snprintf(same, sizeof same, "libcublasLt.so.%d", b ? b->version[0] : 13);
+    snprintf(same_abs, sizeof same_abs, "/usr/local/cuda/lib64/%s", same);
+    names = (const char *const[]){same, "libcublasLt.so.13", "libcublasLt.so.12",
+                                  "libcublasLt.so", same_abs, NULL};
+    Lib *L = &lt.lib;
+    if (!(L->handle = open_lib("COIL_LIBCUBLASLT", names, &opened))) {
+        snprintf(L->msg, sizeof L->msg, "cuBLASLt not found: %s", opened ? opened : same);
+        L->why = L->msg;
+        return;
+    }
+    if ((missing = RESOLVE(L->handle, cuda_cublaslt_symbols, lt.t))) {
+        memset(&lt.t, 0, sizeof lt.t);
+        snprintf(L->msg, sizeof L->msg, "%s lacks %s (coil needs cuBLASLt 12 or newer)", opened,
+                 missing);
+        L->why = L->msg;
+    }
+}
+
+const CudaDriver *cuda_driver(const char **why)
+{
+    pthread_once(&drv_once, driver_open);
+    if (why)
+        *why = drv.lib.why;
+    return drv.lib.why ? NULL : &drv.t;
+}
+
+const CudaCublas *cuda_cublas(const char **why)
+{
+    pthread_once(&blas_once, blas_open);
+    if (why)
+        *why = blas.lib.why;
+    return blas.lib.why ? NULL : &blas.t;
+}
+
+const CudaCublasLt *cuda_cublaslt(const char **why)
+{
+    pthread_once(&lt_once, lt_open);
+    if (why)
+        *why = lt.lib.why;
+    return lt.lib.why ? NULL : &lt.t;
+}
+
+bool cuda_driver_available(const char **why) { return cuda_driver(why) != NULL; }
+
+bool cuda_blas_available(const char **why)
+{
+    return cuda_cublas(why) && cuda_cublaslt(why);
+}
+
+/* ---------------------------------------------------------------- devices */
+
+static bool query_ok(CUresult r, const char *what, Err *e)
+{
+    char buf[300];
+    if (r != CUDA_SUCCESS)
+        err_set(e, ERR_INPUT, "cuda: %s failed: %s", what, cuda_describe(r, buf, sizeof buf));
+    return r == CUDA_SUCCESS;
+}
+
+/* Free memory needs a context: the primary one, retained for the question and released. */
+static bool query_memory(const CudaDriver *cu, CUdevice dev, CudaDeviceInfo *info, Err *e)
+{
+    CUcontext ctx, prev;
+    size_t free_b = 0, total_b = 0;
+    if (!query_ok(cu->cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", e))
+        return false;
+    bool ok = query_ok(cu->cuCtxPushCurrent(ctx), "cuCtxPushCurrent", e);
+    if (ok) {
+        ok = query_ok(cu->cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo", e);
+        cu->cuCtxPopCurrent(&prev);
+    }
+    cu->cuDevicePrimaryCtxRelease(dev);
+    info->free_bytes = (int64_t)free_b;
+    info->total_bytes = (int64_t)total_b;
+    return ok;
+}
+
+bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e)
+{
+    const char *why;
+    const CudaDriver *cu = cuda_driver(&why);
+    memset(info, 0, sizeof *info);
+    if (!cu) {
+        err_set(e, ERR_INPUT, "cannot run on a GPU: %s", why);
+        return false;
+    }
+    CUdevice dev;
+    info->ordinal = ordinal;
+    info->driver_version = cu->version;
+    bool ok = query_ok(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet", e) &&
+              query_ok(cu->cuDeviceGetName(info->name, sizeof info->name, dev),
+                       "cuDeviceGetName", e) &&
+              query_ok(cu->cuDeviceGetAttribute(&info->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                                dev), "cuDeviceGetAttribute", e) &&
+              query_ok(cu->cuDeviceGetAttribute(&info->major,
+                                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                       "cuDeviceGetAttribute", e) &&
+              query_ok(cu->cuDeviceGetAttribute(&info->minor,
+                                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                       "cuDeviceGetAttribute", e) &&
+              query_memory(cu, dev, info, e);
+    if (ok && !cuda_arch_name(info->major, info->minor, info->arch, sizeof info->arch)) {
+        err_set(e, ERR_INPUT, "cuda: %s has compute capability %d.%d, older than any NVRTC "
+                "compiles for", info->name, info->major, info->minor);
+        ok = false;
+    }
+    return ok;
+}

@@ -1,0 +1,96 @@
+/* cuda_engine.h — running a Program on an NVIDIA GPU: the loop kernels compiled by NVRTC
+ * for the device (codegen/cuda), GEMM steps through cuBLAS or, with a fused bias and
+ * activation, cuBLASLt, one stream, one device arena laid out by the CPU engine's memory
+ * plan, and optionally the whole run captured once as a CUDA graph and replayed. Mirrors
+ * engine.h: host tensors in, host tensors out. No CUDA header is needed to use it; in a
+ * build without the toolkit's headers every entry point says so (runtime/cuda_absent.c). */
+#ifndef COIL_RUNTIME_CUDA_ENGINE_H
+#define COIL_RUNTIME_CUDA_ENGINE_H
+
+#include "runtime/engine.h"
+
+/* ---------------------------------------------------------------- the device */
+
+/* Whether a GPU run can start here (driver found, cuInit succeeded, a device present);
+ * *why gets one line saying why not ("no NVIDIA driver: libcuda.so.1 not found"). */
+bool cuda_driver_available(const char **why);
+
+/* Whether cuBLAS and cuBLASLt load and have every entry point coil calls (no GPU needed to
+ * know); *why names the first that does not. */
+bool cuda_blas_available(const char **why);
+
+typedef struct CudaDeviceInfo {
+    int ordinal;
+    char name[256];       /* "NVIDIA H100 80GB HBM3" */
+    int sms;              /* streaming multiprocessors */
+    int major, minor;     /* compute capability */
+    char arch[16];        /* what NVRTC compiles for: "sm_90a" */
+    int64_t total_bytes, free_bytes;
+    int driver_version;   /* 12080 for 12.8 */
+} CudaDeviceInfo;
+
+/* Device `ordinal`'s properties (free memory as of now). */
+bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e);
+
+/* ---------------------------------------------------------------- the engine */
+
+typedef struct CudaEngine CudaEngine;
+
+typedef struct CudaEngineOptions {
+    int device;            /* ordinal */
+    const char *cache_dir; /* cubin cache (CudaCompileOptions.cache_dir); NULL: the default */
+    bool allow_tf32;       /* f32 GEMMs in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32): ~1e-3 relative */
+    bool graphs;           /* capture a run as a CUDA graph, replay it while the symbol values
+                              repeat (ignored with profile: events time each step) */
+    bool no_lt;            /* never cuBLASLt: every epilogue as its own kernel */
+    bool profile;          /* time every step with events (cuda_engine_step_seconds) */
+    const char *cubin;     /* a package's kernels (cuda_engine_source compiled for
+                              cubin_arch): loaded instead of running NVRTC; refused when
+                              the device's architecture is another */
+    const char *cubin_arch;
+} CudaEngineOptions;
+
+/* Compiles p's kernels (with the engine's own helper kernels) for the device's
+ * architecture through NVRTC and its cache, and makes a context, stream, module and the
+ * cuBLAS handles. p (and its graph) must outlive the engine; o NULL: the defaults. */
+CudaEngine *cuda_engine_new(const Program *p, const CudaEngineOptions *o, Err *e);
+void cuda_engine_free(CudaEngine *en);
+
+/* engine_run's conventions: inputs (graph order) and params (graph_params order) on the
+ * host, outputs allocated here on the host; inputs and parameters checked first, index
+ * inputs checked on the host. Parameters are copied to the device on the first run, again
+ * after cuda_engine_params_changed(), and whenever a parameter tensor's data pointer
+ * differs from the last upload (new tensors, not new values in the same memory: say so
+ * with cuda_engine_params_changed). One run at a time per engine. */
+bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
+                     Tensor *outputs, Err *e);
+void cuda_engine_params_changed(CudaEngine *en);
+
+/* The memory plan at the latest run's sizes (the device arena holds its temporaries);
+ * NULL before a run has got that far. */
+const MemoryPlan *cuda_engine_plan(const CudaEngine *en);
+const CudaDeviceInfo *cuda_engine_device(const CudaEngine *en);
+
+typedef struct CudaEngineStats {
+    int gemm_cublas, gemm_lt;    /* GEMM steps of the latest run by path */
+    int packs;                   /* operands copied dense before a GEMM, latest run */
+    int launches;                /* kernels launched by the latest run (graph replays: by
+                                    its capture) */
+    int graph_captures, graph_replays; /* since the engine was made */
+    int param_uploads;
+    double nvrtc_s;              /* compiling the kernels (0 when the cache had them) */
+    bool cubin_cached;
+    int64_t device_bytes;        /* device memory the engine holds now */
+    char note[256];              /* why cuBLASLt declined an epilogue it was offered, if it did */
+} CudaEngineStats;
+CudaEngineStats cuda_engine_stats(const CudaEngine *en);
+
+/* With CudaEngineOptions.profile: seconds per step on the GPU (events), summed over every
+ * run so far; NULL without. */
+const double *cuda_engine_step_seconds(const CudaEngine *en);
+
+/* The CUDA C++ the engine compiles: cuda_source(p) and the engine's helper kernels
+ * (coil_pack, the dense copy of a GEMM operand); malloc'd. */
+char *cuda_engine_source(const Program *p, Err *e);
+
+#endif
