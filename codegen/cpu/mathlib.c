@@ -3,19 +3,23 @@
  * without branches or libm calls, so the loop vectoriser widens loops that use them.
  *
  * Accuracy, in ulps of the f32 result against libm in f64 (tests/unit/test_cpu.c; also
- * every 5th bit pattern once): exp 1.0, log 0.83, tanh 1.5, sigmoid 2.4, erf 1.04, sin and
- * cos 0.83 (|x| < 1.6e6), silu 3.2, gelu_tanh 3.2, gelu 3.9, pow 0.5, rsqrt 1.5. How:
+ * every 5th bit pattern once; erf and gelu over every bit pattern): exp 1.0, log 0.83,
+ * tanh 1.5, sigmoid 2.4, erf 1.18, sin and cos 0.83 (|x| < 1.6e6), silu 3.2, gelu_tanh 3.2,
+ * gelu 6.45, pow 0.5, rsqrt 1.5. How:
  * - exp: n = round(x / ln 2), r = x - n ln 2 in two parts (Cody and Waite), e^r by a
  *   degree-6 polynomial, 2^n applied in two steps so subnormal results round once.
  *   exp_core also takes a low part of x (for arguments that are exact sums, such as
  *   -x^2) and a power of two to scale by (so x e^x keeps its digits below 2^-126).
  * - log: musl's reduction to [sqrt(1/2), sqrt(2)) and s = f / (2 + f); subnormals scaled.
  * - tanh: an odd polynomial below 0.625, (1 - e^-2|x|) / (1 + e^-2|x|) above.
- * - erf: x P(x^2) below 1; above, 1 - e^-x^2 G(x) with x^2 split exactly and G(z) =
- *   erfc(z) e^(z^2) a (5,6) rational fitted on [0, 10.5], its polynomials in f64 (in f32
- *   their rounding alone costs 3.5 ulps). gelu uses the same tail for Phi(-|x|) =
- *   e^(-x^2/2) G(|x|/sqrt 2) / 2, so its negative tail keeps its digits; that makes gelu
- *   compute-bound (about 2.4 cycles an element with AVX-512), where exp is 0.7.
+ * - gelu: x Phi(x) = max(x, 0) - |x| Phi(-|x|), Phi(-a) = e^(-a^2/2) M(a) / 2 with a^2/2
+ *   split exactly and M(a) = erfc(a / sqrt 2) e^(a^2/2) a (4,5) rational in a, all in f32,
+ *   so the negative tail keeps its digits down to the subnormals: about 1 cycle an element
+ *   with AVX-512 (exp 0.65). The rational's two polynomials in f32 cost up to 3 ulps of
+ *   rounding at large a (in f64, as before, gelu was 3.9 ulps but 2.5 cycles an element);
+ *   without FMA (x86-64-v2) gelu is 7.9 ulps over every f32.
+ * - erf: x P(x^2) below 1; above, 1 - e^-x^2 M(x sqrt 2) with x^2 split exactly (the
+ *   rational's error shrinks there by erfc/erf <= 0.19).
  * - gelu_tanh: the argument 2u of the sigmoid computed in f64, then exp of its two parts.
  * - sin, cos: reduction by pi/2 in f64 with a three-part pi/2, exact for |x| < 2^20 pi/2
  *   (about 1.6e6); beyond, the reduction's error grows as |x| 2^-52 (absolute); above 2^50
@@ -86,21 +90,22 @@ static LLVMValueRef poly(M *m, LLVMValueRef x, const double *c, int n)
     return r;
 }
 
-/* x*x = hi + lo exactly (hi the rounded square): FMA where there is one, else Dekker's
- * product of the 12-bit halves of x. lo is 0 when hi overflows. */
-static LLVMValueRef square_exact(M *m, LLVMValueRef x, LLVMValueRef *lo)
+/* x*y = hi + lo exactly (hi the rounded product, no overflow or underflow): FMA where
+ * there is one, else Dekker's product of the 12-bit halves. Where hi overflows lo is
+ * meaningless; exp_core drops it there (its argument is below its range). */
+static LLVMValueRef mul_exact(M *m, LLVMValueRef x, LLVMValueRef y, LLVMValueRef *lo)
 {
-    LLVMValueRef hi = mul(m, x, x);
+    LLVMValueRef hi = mul(m, x, y);
     if (m->g->t->fma) {
-        LLVMValueRef args[3] = {x, x, LLVMBuildFNeg(m->b, hi, "")};
+        LLVMValueRef args[3] = {x, y, LLVMBuildFNeg(m->b, hi, "")};
         *lo = gen_intrinsic(m->g, m->b, "llvm.fma", &m->g->f32, 1, args, 3);
-    } else {
-        LLVMValueRef xh = to_f32(m, LLVMBuildAnd(m->b, to_i32(m, x), KI(m, (int32_t)0xfffff000u), ""));
-        LLVMValueRef xl = sub(m, x, xh);
-        LLVMValueRef t = add(m, sub(m, mul(m, xh, xh), hi), mul(m, mul(m, xh, xl), K(m, 2)));
-        *lo = add(m, t, mul(m, xl, xl));
+        return hi;
     }
-    *lo = sel(m, cmp(m, LLVMRealOLT, fabs_(m, hi), K(m, 0x1p100)), *lo, K(m, 0));
+    LLVMValueRef mask = KI(m, (int32_t)0xfffff000u);
+    LLVMValueRef xh = to_f32(m, LLVMBuildAnd(m->b, to_i32(m, x), mask, "")), xl = sub(m, x, xh);
+    LLVMValueRef yh = to_f32(m, LLVMBuildAnd(m->b, to_i32(m, y), mask, "")), yl = sub(m, y, yh);
+    LLVMValueRef t = add(m, add(m, sub(m, mul(m, xh, yh), hi), mul(m, xh, yl)), mul(m, xl, yh));
+    *lo = add(m, t, mul(m, xl, yl));
     return hi;
 }
 
@@ -113,6 +118,8 @@ static const double exp_p[] = {0.499999881, 0.166665182, 0.0416696519, 0.0083689
 enum {
     EXP_NEG = 1,    /* x <= 0 (or NaN): no overflow to guard */
     EXP_NORMAL = 2, /* results below 2^-126 (times 2^bias) may be 0: scale in one step */
+    EXP_INRANGE = 4, /* with EXP_NEG|EXP_NORMAL: x is NaN or in [floor, 0], the floor being
+                        (-126.4 - bias) ln 2, so nothing is clamped */
 };
 
 /* e^(x + lo) * 2^bias, lo a small correction (NULL: 0), bias in [0, 32]. Below the
@@ -122,22 +129,26 @@ static LLVMValueRef exp_core(M *m, LLVMValueRef x, LLVMValueRef lo, int bias, in
 {
     LLVMBuilderRef b = m->b;
     double floor_x = how & EXP_NORMAL ? (-126.4 - bias) * M_LN2 : -105 - bias * M_LN2;
-    LLVMValueRef low = cmp(m, LLVMRealOLT, x, K(m, floor_x)); /* NaN: false, stays NaN */
+    bool clamp = !(how & EXP_INRANGE);
+    LLVMValueRef low = clamp ? cmp(m, LLVMRealOLT, x, K(m, floor_x)) : NULL; /* NaN: false */
     if (!(how & EXP_NEG))
         x = sel(m, cmp(m, LLVMRealOGT, x, K(m, 89)), K(m, 89), x); /* 2^128: inf */
-    x = sel(m, low, K(m, floor_x), x);
+    if (clamp)
+        x = sel(m, low, K(m, floor_x), x);
     LLVMValueRef t = fma_(m, x, K(m, 0x1.715476p+0), K(m, 0x1.8p23));
     LLVMValueRef nf = sub(m, t, K(m, 0x1.8p23));
     LLVMValueRef n = LLVMBuildSub(b, to_i32(m, t), KI(m, 0x4b400000 - bias), "");
     LLVMValueRef r = fma_(m, nf, K(m, -0x1.63p-1), x);
     r = fma_(m, nf, K(m, 0x1.bd0106p-13), r);
     if (lo) /* a clamped x has lost its meaning for lo (and lo may be NaN there) */
-        r = add(m, r, sel(m, low, K(m, 0), lo));
-    LLVMValueRef p = add(m, fma_(m, mul(m, r, r), poly(m, r, exp_p, 5), r), K(m, 1));
-    if (how & EXP_NORMAL) {
+        r = add(m, r, clamp ? sel(m, low, K(m, 0), lo) : lo);
+    LLVMValueRef q = fma_(m, mul(m, r, r), poly(m, r, exp_p, 5), r);
+    if (how & EXP_NORMAL) { /* (1 + q) 2^n as q 2^n + 2^n: one rounding */
         LLVMValueRef s = to_f32(m, LLVMBuildShl(b, LLVMBuildAdd(b, n, KI(m, 127), ""), KI(m, 23), ""));
-        return sel(m, low, K(m, 0), mul(m, p, s));
+        LLVMValueRef v = fma_(m, q, s, s);
+        return clamp ? sel(m, low, K(m, 0), v) : v;
     }
+    LLVMValueRef p = add(m, q, K(m, 1));
     LLVMValueRef n1 = LLVMBuildAShr(b, n, KI(m, 1), "");
     LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
     LLVMValueRef s1 = to_f32(m, LLVMBuildShl(b, LLVMBuildAdd(b, n1, KI(m, 127), ""), KI(m, 23), ""));
@@ -212,18 +223,21 @@ static LLVMValueRef m_silu(M *m, LLVMValueRef *a)
 
 static const double erf_p[] = {0.128379166, -0.37612626, 0.112835824, -0.0268536434,
                                0.00518796267, -0.000800679321, 7.84228832e-05};
-static const double erfc_p[] = {1, 1.44216883, 1.01075792, 0.408516616, 0.0948067009,
-                                0.0103137568};
-static const double erfc_q[] = {1, 2.57054806, 2.91131091, 1.87528157, 0.733237505,
-                                0.16803956, 0.0182806775};
+/* M(a) = erfc(a / sqrt 2) e^(a^2 / 2) (sqrt(2 pi) times Mills' ratio of the normal
+ * distribution) on [0, 13.2], where x Phi(-x) = x e^(-x^2/2) M(x) / 2 is normal: a (4,5)
+ * rational, 0.21 ulp relative with these f32 coefficients; it stays within 4e-7 to 20. */
+static const double mills_p[] = {1, 0.869539261, 0.361212105, 0.0794832632, 0.00796473026};
+static const double mills_q[] = {1, 1.66742408, 1.19162059, 0.462524951, 0.0996251106,
+                                 0.00998216029};
 
-/* G(z) = erfc(z) e^(z^2) for an f64 z >= 0 (clamped where e^(-z^2) is 0 anyway), times
- * an f64 factor: its rational's two polynomials in f64 (in f32 their rounding alone costs
- * 3.5 ulps), each rounded once to f32 for the division. */
-static LLVMValueRef erfc_g(M *m, LLVMValueRef z, LLVMValueRef factor)
+/* scale M(a) for an f32 a >= 0 (or NaN), scale a power of two: everything in f32. The
+ * two polynomials' roundings cost up to about 3 ulps (their terms all count at large a). */
+static LLVMValueRef mills(M *m, LLVMValueRef a, double scale)
 {
-    z = sel(m, cmp(m, LLVMRealOGT, z, KD(m, 16)), KD(m, 16), z);
-    return dvd(m, trunc_(m, mul(m, factor, poly(m, z, erfc_p, 6))), trunc_(m, poly(m, z, erfc_q, 7)));
+    double p[5];
+    for (int i = 0; i < 5; i++)
+        p[i] = mills_p[i] * scale;
+    return dvd(m, poly(m, a, p, 5), poly(m, a, mills_q, 6));
 }
 
 static LLVMValueRef m_erf(M *m, LLVMValueRef *a)
@@ -231,27 +245,31 @@ static LLVMValueRef m_erf(M *m, LLVMValueRef *a)
     LLVMValueRef x = a[0], ax = fabs_(m, x), lo;
     LLVMValueRef z = mul(m, x, x);
     LLVMValueRef small = fma_(m, ax, poly(m, z, erf_p, 7), ax);
-    LLVMValueRef hi = square_exact(m, ax, &lo);
+    LLVMValueRef hi = mul_exact(m, ax, ax, &lo);
     LLVMValueRef e = exp_core(m, LLVMBuildFNeg(m->b, hi, ""), LLVMBuildFNeg(m->b, lo, ""), 0, EXP_NEG | EXP_NORMAL);
-    LLVMValueRef big = sub(m, K(m, 1), mul(m, e, erfc_g(m, ext(m, ax), KD(m, 1))));
+    /* erfc(ax) e^(ax^2) = M(ax sqrt 2); beyond 3.92 e M rounds away, and beyond 10.5 e is 0 */
+    LLVMValueRef s = mul(m, ax, K(m, M_SQRT2));
+    s = sel(m, cmp(m, LLVMRealOGT, s, K(m, 14.5)), K(m, 14.5), s); /* NaN stays */
+    LLVMValueRef big = sub(m, K(m, 1), mul(m, e, mills(m, s, 1)));
     return copysign_(m, sel(m, cmp(m, LLVMRealOLT, ax, K(m, 1)), small, big), x);
 }
 
-/* x Phi(x), Phi(-|x|) = e^(-x^2/2) G(|x|/sqrt 2) / 2: t = x Phi(-|x|), formed at 2^32
- * times its size (like silu's), is the result for x < 0; for x >= 0 the result is x - t in
- * one rounding (Phi(x) itself, just above 1/2, would round at twice the result's relative
- * ulp), and above 6 it is x. */
+/* x Phi(x) = max(x, 0) - t, t = |x| Phi(-|x|) = |x| e^(-x^2/2) M(|x|) / 2, in f32: -x^2/2
+ * exact as hi + lo, e^(...) formed at 2^32 times its size (like silu's) so t rounds once
+ * where it is subnormal. For x >= 0 the result is x - t in one rounding (Phi(x) itself,
+ * just above 1/2, would round at twice the result's relative ulp). |x| is clamped at 14.5,
+ * where t is below half the least subnormal (and e stays in exp_core's range); max(x, 0)
+ * as x - min(x, 0) keeps +inf and NaN, and gives NaN for -inf, as libm's x erfc(-x)/2. */
 static LLVMValueRef m_gelu(M *m, LLVMValueRef *a)
 {
-    LLVMValueRef x = a[0], lo, xd = ext(m, x);
-    LLVMValueRef hi = square_exact(m, x, &lo);
-    LLVMValueRef e = exp_core(m, mul(m, hi, K(m, -0.5)), mul(m, lo, K(m, -0.5)), 32, EXP_NEG | EXP_NORMAL);
-    LLVMValueRef z = mul(m, fabs_(m, xd), KD(m, M_SQRT1_2));
-    /* beyond 32, e is 0: x shrunk so x G stays finite (and t is -0, or NaN for -inf) */
-    LLVMValueRef xs = mul(m, xd, sel(m, cmp(m, LLVMRealOLT, fabs_(m, xd), KD(m, 32)), KD(m, 1), KD(m, 0x1p-200)));
-    LLVMValueRef t = mul(m, mul(m, erfc_g(m, z, xs), mul(m, e, K(m, 0.5))), K(m, 0x1p-32));
-    LLVMValueRef pos = sel(m, cmp(m, LLVMRealOGT, x, K(m, 6)), x, sub(m, x, t));
-    return sel(m, cmp(m, LLVMRealOLT, x, K(m, 0)), t, pos);
+    LLVMValueRef x = a[0], ax = fabs_(m, x), lo;
+    ax = sel(m, cmp(m, LLVMRealOGT, ax, K(m, 14.5)), K(m, 14.5), ax); /* NaN stays */
+    LLVMValueRef h = mul(m, ax, K(m, -0.5)); /* exact but below 2^-125, where e is 1 */
+    LLVMValueRef hi = mul_exact(m, h, ax, &lo);
+    LLVMValueRef e = exp_core(m, hi, lo, 32, EXP_NEG | EXP_NORMAL | EXP_INRANGE);
+    LLVMValueRef t = mul(m, mul(m, ax, e), mills(m, ax, 0x1p-33));
+    LLVMValueRef neg = sel(m, cmp(m, LLVMRealOLT, x, K(m, 0)), x, K(m, 0));
+    return sub(m, sub(m, x, neg), t);
 }
 
 /* x sigmoid(2u), 2u = 2 sqrt(2/pi) (x + 0.044715 x^3): 2u in f64, so a large negative
