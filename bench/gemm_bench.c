@@ -5,7 +5,9 @@
  *   gemm_bench --shape M,N,K[,dot|bcast[,BATCH]]      one shape (dot: B given as [N, K])
  *   gemm_bench --kernels [--kc N]                     the micro-kernels alone, in cache
  *   --dot MRxNR, --bcast MRxNR: other tiles than the host's; --offset A,B: A's and B's
- *   first element that many floats past a 64-byte boundary (default 0, aligned)
+ *   first element that many floats past a 64-byte boundary (default 0, aligned);
+ *   --weights W: W different B operands, one per call in turn (default 1), so B streams
+ *   from L3 or memory as a model's weights do (the MLP has 24 of 4 MiB)
  *
  * OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE or its CPU detection;
  * the core it runs is printed, so run the binary once per core type to compare. Every
@@ -100,6 +102,8 @@ typedef struct Problem {
     void *bufs[3];
     DType dts[3];
     SymBind sb;
+    void **weights;  /* nweights B operands; bufs[1] is one of them */
+    int nweights, next;
 } Problem;
 
 /* 64-byte aligned, as coil's engine and PyTorch allocate. */
@@ -114,7 +118,7 @@ static float *random_floats(int64_t n)
 /* A GEMM over dense operands: A [batch, M, K], B as B^T [batch, N, K] (dot) or
  * [batch, K, N], C [batch, M, N]; off[0], off[1]: A's and B's first element, in floats past
  * a 64-byte boundary. */
-static Problem problem(const Shape *s, const int64_t off[2])
+static Problem problem(const Shape *s, const int64_t off[2], int nweights)
 {
     Problem p = {.dts = {DT_F32, DT_F32, DT_F32}};
     Gemm *g = &p.g;
@@ -137,7 +141,11 @@ static Problem problem(const Shape *s, const int64_t off[2])
         nb = s->qkv == 1 ? 1 : t * c3;
     }
     p.bufs[0] = random_floats(na + off[0] + off[1]);
-    p.bufs[1] = random_floats(nb + off[1]);
+    p.nweights = s->qkv == 1 || nweights < 1 ? 1 : nweights; /* q@k^T's B lies in A */
+    p.weights = calloc((size_t)p.nweights, sizeof *p.weights);
+    for (int w = 0; w < p.nweights; w++)
+        p.weights[w] = random_floats(nb + off[1]);
+    p.bufs[1] = p.weights[0];
     p.bufs[2] = random_floats(s->batch * s->m * s->n);
     p.sb.val[SYM_LDC] = s->n;
     return p;
@@ -145,20 +153,27 @@ static Problem problem(const Shape *s, const int64_t off[2])
 
 static void problem_free(Problem *p)
 {
-    for (int i = 0; i < 3; i++)
-        free(p->bufs[i]);
+    free(p->bufs[0]);
+    free(p->bufs[2]);
+    for (int w = 0; w < p->nweights; w++)
+        free(p->weights[w]);
+    free(p->weights);
 }
 
 typedef struct Runner {
     bool blas;
-    const Problem *p;
+    Problem *p;
     const Ukernels *uk;
     Pool *pool;
 } Runner;
 
 static bool run_once(const Runner *r, Err *e)
 {
-    const Problem *p = r->p;
+    Problem *p = r->p;
+    if (p->nweights > 1 && p->g.b.buf == 1) {
+        p->next = (p->next + 1) % p->nweights;
+        p->bufs[1] = p->weights[p->next];
+    }
     if (r->blas)
         return gemm_run(&p->g, p->bufs, p->dts, &p->sb, e);
     return gemm_tiled_run(&p->g, p->bufs, p->dts, &p->sb, r->uk, store_tile, r->pool, e);
@@ -191,7 +206,7 @@ static double shape_flops(const Shape *s) { return 2.0 * (double)(s->batch * s->
 
 /* One table row per shape and thread count. */
 static int run_table(const Ukernels *uk, const int *threads, int nthreads, double seconds,
-                     const int64_t off[2], const Shape *list, int nshapes)
+                     const int64_t off[2], int nweights, const Shape *list, int nshapes)
 {
     printf("openblas core: %s   coil tiles: dot %dx%d, bcast %dx%d (vec %d)\n",
            openblas_get_corename(), uk->shape.dot_mr, uk->shape.dot_nr, uk->shape.bc_mr,
@@ -208,7 +223,7 @@ static int run_table(const Ukernels *uk, const int *threads, int nthreads, doubl
         gemm_set_threads(threads[ti]);
         double peak = peak_fma_gflops(threads[ti], 0.5);
         for (int si = 0; si < nshapes; si++) {
-            Problem p = problem(&list[si], off);
+            Problem p = problem(&list[si], off, nweights);
             Runner coil = {false, &p, uk, threads[ti] > 1 ? pool : NULL};
             Runner blas = {true, &p, uk, NULL};
             Load l0 = load_now();
@@ -290,6 +305,7 @@ typedef struct Opts {
     bool have_one;
     Shape one;           /* --shape */
     int64_t off[2];      /* --offset */
+    int nweights;        /* --weights */
     const char *only;    /* --only: the table's rows whose name contains this */
     UkernelShape shape;  /* the host's tiles, or --dot / --bcast */
 } Opts;
@@ -306,7 +322,7 @@ static bool parse_shape(const char *v, Shape *one)
 
 static bool parse_args(int argc, char **argv, Opts *o)
 {
-    *o = (Opts){.threads = {1, 2}, .nthreads = 2, .seconds = 1.0,
+    *o = (Opts){.threads = {1, 2}, .nthreads = 2, .seconds = 1.0, .nweights = 1,
                 .shape = ukernel_shape(ukjit_host_vec())};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -319,6 +335,8 @@ static bool parse_args(int argc, char **argv, Opts *o)
             o->seconds = atof(v);
         else if (!strcmp(a, "--offset"))
             ok = sscanf(v, "%" SCNd64 ",%" SCNd64, &o->off[0], &o->off[1]) == 2;
+        else if (!strcmp(a, "--weights"))
+            ok = (o->nweights = atoi(v)) >= 1;
         else if (!strcmp(a, "--only"))
             o->only = v;
         else if (!strcmp(a, "--kc"))
@@ -344,6 +362,7 @@ int main(int argc, char **argv)
     Opts o;
     if (!parse_args(argc, argv, &o)) {
         fprintf(stderr, "usage: gemm_bench [--threads 1,2] [--seconds S] [--offset A,B] [--only NAME]\n"
+                        "                  [--weights W]\n"
                         "                  [--shape M,N,K[,dot|bcast[,BATCH]]] [--dot MRxNR]"
                         " [--bcast MRxNR] [--kernels [--kc N]]\n");
         return 2;
@@ -360,14 +379,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < (o.kc ? 1 : 6); i++)
             bench_kernels(&jit.uk, o.kc ? o.kc : kcs[i]);
     } else if (o.have_one)
-        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, &o.one, 1);
+        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, o.nweights, &o.one, 1);
     else {
         Shape rows[sizeof shapes / sizeof *shapes];
         int n = 0;
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
             if (!o.only || strstr(shapes[i].name, o.only))
                 rows[n++] = shapes[i];
-        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, rows, n);
+        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, o.nweights, rows, n);
     }
     ukjit_close(&jit);
     return rc;

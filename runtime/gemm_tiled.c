@@ -5,13 +5,15 @@
  * form a grid; the threads split whichever side has more tiles into contiguous ranges. A
  * thread walks its part in macro blocks of row tiles x column tiles, never across a batch:
  * for each block of k, each column tile's B panel meets every row tile of the block in turn
- * (the panel stays in cache, the block's A rows in L2). B's panels are used in place, or
+ * (the panel stays in cache, the block's A rows in L2; the dot form fetches the next panel
+ * of a weight streaming from memory meanwhile). B's panels are used in place, or
  * copied k-major into a per-thread scratch when that is cheaper than reading them where
  * they are: broadcast-form rows a page apart, and the dot layout at small K, where
  * transposing B^T's panel once for the broadcast kernel beats reducing every dot tile.
  * Partial tiles live in the scratch until their last block of k, then go to the step's
  * TileFn while still in L1. */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,9 +251,42 @@ static void ukernel(const Job *j, const RowTile *rt, int64_t n0, int64_t nr, int
     j->uk->bcast(kc, a, j->a.rs, j->a.cs, rt->mr, b, ldb, nr, t, k0 > 0);
 }
 
+/* A hint to fetch p's line into L2. GCC deletes a loop of __builtin_prefetch alone (it
+ * counts the builtin as free of side effects), so x86 gets the instruction itself. */
+static inline void prefetch_l2(uintptr_t p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetcht1 %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch((const void *)p, 0, 2);
+#endif
+}
+
+/* Part `part` of `parts` of B^T's panel at b (k0, n0 applied: nr rows of kc floats, ld
+ * apart) fetched towards L2. The dot form reads a weight's rows where they lie, each
+ * often a page of its own that the hardware prefetchers do not follow across, so the
+ * first row tile to meet a panel would wait for memory; fetching the next panel a share
+ * per micro-kernel call hides that behind the current one. */
+static void prefetch_panel(const float *b, int64_t ld, int64_t nr, int64_t kc, int64_t part,
+                           int64_t parts)
+{
+    int64_t per_row = (kc + 15) / 16 + 1, lines = nr * per_row;
+    int64_t l0 = lines * part / parts, l1 = lines * (part + 1) / parts;
+    int64_t row = l0 / per_row, line = l0 % per_row;
+    for (int64_t l = l0; l < l1; l++) {
+        const float *start = b + row * ld;
+        uintptr_t p = ((uintptr_t)start & ~(uintptr_t)63) + (uintptr_t)line * 64;
+        if (p < (uintptr_t)(start + kc))
+            prefetch_l2(p);
+        if (++line == per_row)
+            row++, line = 0;
+    }
+}
+
 /* A macro block: row tiles [r0, r1) x column tiles [c0, c1). For each block of k the
- * columns go outside (their B panel stays in cache across the rows); a tile is handed
- * to tile() right after its last block of k. */
+ * columns go outside (their B panel stays in cache across the rows, and the dot form's
+ * next panel is fetched meanwhile); a tile is handed to tile() right after its last
+ * block of k. */
 static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1, Scratch *s)
 {
     RowTile rt[MC_TILES_MAX];
@@ -264,8 +299,12 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
         bool last = k0 + kc >= j->K;
         for (int64_t c = c0; c < c1; c++) {
             int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
+            int64_t n1 = n0 + j->nr, nr1 = j->N - n1 < j->nr ? j->N - n1 : j->nr;
+            const float *next = j->dot && c + 1 < c1 ? rt[0].b + k0 * j->b.rs + n1 * j->b.cs : NULL;
             for (int64_t r = 0; r < nrows; r++) {
                 float *t = blocked ? s->tiles + ((c - c0) * nrows + r) * tsize : s->tiles;
+                if (next)
+                    prefetch_panel(next, j->b.cs, nr1, kc, r, nrows);
                 ukernel(j, &rt[r], n0, nr, k0, kc, s, t);
                 if (last)
                     j->tile(t, j->nr, j->bufs, j->syms, rt[r].row0, n0, rt[r].mr, nr);
