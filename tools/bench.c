@@ -211,7 +211,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
         {"--blas", .on = &a->blas},          {"--json", .on = &a->json},
         {"--seed", .value = &a->seed},       {"--profile", .on = &a->profile},
         {"--device", .value = &a->device},   {"--cuda-graphs", .on = &a->graphs},
-        {"--tf32", .on = &a->tf32},
+        {"--allow-tf32", .on = &a->tf32},
     };
     SymSize sizes[argc + 2];
     Figures f = {0};

@@ -188,7 +188,7 @@ int check_device(const Command *cmd, const Args *a)
 {
     if (a->device && !device_is_cuda(a) && strcmp(a->device, "cpu") != 0)
         return usage_error(cmd, "--device %s: expected cpu or cuda", a->device);
-    const char *gpu_only = a->graphs ? "--cuda-graphs" : a->tf32 ? "--tf32" : a->arch ? "--arch" : NULL;
+    const char *gpu_only = a->graphs ? "--cuda-graphs" : a->tf32 ? "--allow-tf32" : a->arch ? "--arch" : NULL;
     if (gpu_only && !device_is_cuda(a))
         return usage_error(cmd, "%s applies to --device cuda", gpu_only);
     if (a->blas && device_is_cuda(a))

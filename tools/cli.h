@@ -67,12 +67,12 @@ int print_text(char *text, const char *what);
 
 /* The model file (.cir, .coil) a command names, loaded with --set, --train and a seed. */
 Graph *load_model(const Args *a, uint64_t seed, Err *e);
-/* --device (cpu or cuda), and the flags only a GPU takes (--cuda-graphs, --tf32, --arch)
- * refused without it. */
+/* --device (cpu or cuda), and the flags only a GPU takes (--cuda-graphs, --allow-tf32,
+ * --arch) refused without it. */
 int check_device(const Command *cmd, const Args *a);
 bool device_is_cuda(const Args *a);
 /* Compile options from --no-fusion, --threads (already checked), --blas, --device,
- * --cuda-graphs and --tf32. */
+ * --cuda-graphs and --allow-tf32. */
 CompileOptions compile_options(const Args *a, int threads);
 
 /* ---------------------------------------------------------------- prepare.c */

@@ -219,7 +219,7 @@ static const Command commands[] = {
      "  --device cpu|cuda      where to run (default cpu); a package runs where it was\n"
      "                         compiled for\n"
      "  --cuda-graphs          cuda: replay the run as a CUDA graph once captured\n"
-     "  --tf32                 cuda: f32 GEMMs in TF32 (about 1e-3 relative error)\n"
+     "  --allow-tf32           cuda: f32 GEMMs in TF32 (about 1e-3 relative error)\n"
      "\n"
      "Prints one line per output (name, type, sum, mean |x|), then the time and FLOPs.\n"},
     {"bench", cmd_bench, "time a compiled model: latency, throughput, GFLOP/s, peak fraction",
@@ -247,7 +247,7 @@ static const Command commands[] = {
      "  --profile              also time every step and list the slowest\n"
      "  --device cpu|cuda      where to run (default cpu)\n"
      "  --cuda-graphs          cuda: replay each run as a CUDA graph once captured\n"
-     "  --tf32                 cuda: f32 GEMMs in TF32\n"},
+     "  --allow-tf32           cuda: f32 GEMMs in TF32\n"},
     {"compile", cmd_compile, "compile a model ahead of time into a package directory",
      "usage: coil compile MODEL -o DIR [options]\n"
      "\n"
@@ -265,7 +265,8 @@ static const Command commands[] = {
      "  --arch SM              the GPU architecture for cuda: sm_80, sm_90a, ... (default\n"
      "                         sm_90a)\n"
      "  --emit=llvm-ir,asm     also write DIR/kernels.ll (optimised LLVM IR), DIR/kernels.s;\n"
-     "  --emit=ptx             for cuda: also DIR/kernels.ARCH.ptx\n"
+     "  --emit=cuda,ptx        for cuda: also DIR/kernels.ARCH.ptx (kernels.cu, the CUDA C,\n"
+     "                         is always written)\n"
      "  --dim NAME=N           sizes for plan.json's offsets (repeatable)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout is active\n"

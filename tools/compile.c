@@ -43,6 +43,25 @@ static int compile_cuda(const Args *a, const Graph *src, const PackageOptions *p
     return ok ? EXIT_OK : cli_fail(e);
 }
 
+/* Each item of --emit (comma-separated) is one the device's package can write: the CPU's
+ * llvm-ir and asm, CUDA's cuda (its C++, written always) and ptx. */
+static int check_emit(const Command *cmd, const Args *a)
+{
+    static const char *const cpu[] = {"llvm-ir", "asm", NULL}, *const cuda[] = {"cuda", "ptx", NULL};
+    const char *const *known = device_is_cuda(a) ? cuda : cpu;
+    for (const char *s = a->emit; s && *s;) {
+        size_t n = strcspn(s, ",");
+        bool ok = false;
+        for (int i = 0; known[i] && !ok; i++)
+            ok = strlen(known[i]) == n && strncmp(s, known[i], n) == 0;
+        if (!ok)
+            return usage_error(cmd, "--emit: '%.*s' is not one of %s,%s for --device %s", (int)n,
+                               s, known[0], known[1], device_is_cuda(a) ? "cuda" : "cpu");
+        s += n + (s[n] == ',');
+    }
+    return EXIT_OK;
+}
+
 int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {{"-o", .value = &a->out},         {"--emit", .value = &a->emit},
@@ -58,6 +77,8 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
     bool cuda = device_is_cuda(a);
     if (rc == EXIT_OK && !a->help)
         rc = check_device(cmd, a);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_emit(cmd, a);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     Err e = {0};

@@ -131,7 +131,7 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
         {"--interp", .on = &a->interp}, {"--train", .on = &a->train},
         {"--threads", .value = &a->threads}, {"--no-fusion", .on = &a->no_fusion},
         {"--blas", .on = &a->blas},     {"--device", .value = &a->device},
-        {"--cuda-graphs", .on = &a->graphs}, {"--tf32", .on = &a->tf32},
+        {"--cuda-graphs", .on = &a->graphs}, {"--allow-tf32", .on = &a->tf32},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
