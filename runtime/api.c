@@ -34,8 +34,17 @@ struct coil_model {
     Tensor *params; /* graph_params order; data is NULL until the parameter has a value */
     bool interpret;
     int threads;
+    const char *device; /* "cpu" or "cuda" (static strings) */
     Compiled *compiled; /* made at the first coil_run */
 };
+
+/* Parameter values changed: a GPU engine uploads them again at the next run (it cannot
+ * tell new values from the old by their address alone: memory is reused). */
+static void params_changed(coil_model *m)
+{
+    if (m->compiled && m->compiled->cu)
+        cuda_engine_params_changed(m->compiled->cu);
+}
 
 const char *coil_version(void) { return COIL_VERSION; }
 
@@ -233,6 +242,9 @@ static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error 
             return fail(err, COIL_ERR_USAGE, "coil_options: override %d is '%s', expected "
                         "name=value", i, s ? s : "(null)");
     }
+    if (opt->device && strcmp(opt->device, "cpu") != 0 && strcmp(opt->device, "cuda") != 0)
+        return fail(err, COIL_ERR_USAGE, "coil_options: device '%s', expected \"cpu\" or "
+                    "\"cuda\"", opt->device);
     *mo = (ModelOptions){opt->overrides, opt->noverrides, opt->training, opt->seed};
     return true;
 }
@@ -242,9 +254,12 @@ static coil_model *loaded(Graph *g, const coil_options *opt, Err *e, coil_error 
     coil_model *m = model_new(g, e);
     if (!m)
         fail_err(err, e);
+    if (m)
+        m->device = "cpu";
     if (m && opt) {
         m->interpret = opt->interpret;
         m->threads = opt->threads > 0 ? opt->threads : 0;
+        m->device = opt->device && strcmp(opt->device, "cuda") == 0 ? "cuda" : "cpu";
     }
     return m;
 }
@@ -335,6 +350,7 @@ static void params_replace(coil_model *m, Tensor *fresh)
 {
     params_free(m->params, m->count[COIL_PARAM]);
     m->params = fresh;
+    params_changed(m);
 }
 
 static Tensor *params_alloc(const coil_model *m, coil_error *err)
@@ -442,6 +458,7 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
     memcpy(copy.data, view.data, tensor_nbytes(&copy));
     tensor_free(&model->params[index]);
     model->params[index] = copy;
+    params_changed(model);
     return true;
 }
 
@@ -503,7 +520,7 @@ static bool evaluate(coil_model *m, const Tensor *inputs, Tensor *res, Err *e)
 {
     if (m->interpret)
         return interp_run(m->g, inputs, m->params, res, NULL, e);
-    CompileOptions o = {.threads = m->threads};
+    CompileOptions o = {.threads = m->threads, .device = m->device};
     if (!m->compiled && !(m->compiled = compile_graph(m->g, &o, e)))
         return false;
     return compiled_run(m->compiled, inputs, m->params, res, e);

@@ -6,7 +6,7 @@ set -euo pipefail
 # package:probe — a command or a file that shows the package is there, for machines
 # without dpkg.
 REQUIRED=(
-    cmake:cmake make:make gcc:gcc libc6-dev:gcc flex:flex bison:bison
+    cmake:cmake make:make gcc:gcc g++:g++ libc6-dev:gcc flex:flex bison:bison
     llvm-19-dev:llvm-config-19 llvm-19-tools:/usr/lib/llvm-19/bin/FileCheck
     python3:python3 libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
 )

@@ -104,6 +104,9 @@ typedef struct coil_options {
     uint64_t seed; /* of dropout's random streams in training mode */
     bool interpret; /* coil_run evaluates with the reference interpreter, not compiled code */
     int threads;    /* threads for compiled kernels; 0: one per CPU */
+    const char *device; /* NULL or "cpu": this CPU; "cuda": the first NVIDIA GPU (kernels by
+                           NVRTC, GEMMs on cuBLAS; inputs and outputs stay host tensors).
+                           Without a usable GPU the first coil_run fails saying why. */
 } coil_options;
 
 /* Load a model file: .cir (IR text) or .coil (the model language), by extension. The

@@ -256,6 +256,44 @@ static void test_compiled_matches(const coil_tensor *in)
     coil_free(b);
 }
 
+/* coil_options.device: "cuda" runs on a GPU where there is one and matches the CPU, and
+ * sees a parameter set after the first run; without one the run says why; anything else
+ * is a usage error at load. */
+static void test_device(const coil_tensor *in)
+{
+    coil_error err;
+    coil_options tpu = {.device = "tpu"}, cuda = {.device = "cuda"};
+    CHECK(!coil_load("examples/tiny.coil", &tpu, &err));
+    CHECK_ERR(err, COIL_ERR_USAGE, "device 'tpu'");
+    coil_model *cpu = coil_load("examples/tiny.coil", NULL, &err);
+    coil_model *gpu = coil_load("examples/tiny.coil", &cuda, &err);
+    coil_tensor oc[2], og[2];
+    bool ok = cpu && gpu && coil_init_params(cpu, 7, NULL, 0, &err) &&
+              coil_init_params(gpu, 7, NULL, 0, &err) && coil_run(cpu, in, 1, oc, 2, &err);
+    CHECK_OK(ok, err);
+    if (ok && !coil_run(gpu, in, 1, og, 2, &err)) {
+        CHECK_ERR(err, COIL_ERR_INPUT, "cannot compile for cuda");
+        printf("device cuda: %s (skipped)\n", err.message);
+        ok = false;
+    }
+    for (int round = 0; ok && round < 2; round++) {
+        const float *x = og[0].data, *y = oc[0].data;
+        for (int i = 0; i < 40; i++)
+            CHECK(fabs(x[i] - y[i]) <= 1e-4 * (1 + fabs(y[i])));
+        for (int o = 0; o < 2; o++)
+            coil_tensor_free(&oc[o]), coil_tensor_free(&og[o]);
+        float w[10] = {0.5f, -1, 2, 0, 0, 0, 0, 0, 0, 3}; /* fc2.bias: a change the GPU must see */
+        coil_tensor bias = {.dtype = COIL_F32, .rank = 1, .shape = {10}, .data = w};
+        int b = coil_find(cpu, COIL_PARAM, "fc2.bias");
+        ok = round == 0 && coil_set_param(cpu, b, &bias, &err) &&
+             coil_set_param(gpu, b, &bias, &err) && coil_run(cpu, in, 1, oc, 2, &err) &&
+             coil_run(gpu, in, 1, og, 2, &err);
+        CHECK(ok || round == 1);
+    }
+    coil_free(cpu);
+    coil_free(gpu);
+}
+
 static void test_tiny_coil(void)
 {
     coil_error err;
@@ -292,6 +330,7 @@ static void test_tiny_coil(void)
     }
     coil_free(m);
     test_compiled_matches(&in);
+    test_device(&in);
 }
 
 static void test_overrides(void)
