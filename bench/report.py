@@ -8,6 +8,10 @@ round's latency being the median of its timed runs), and gives coil's throughput
 by each peer's. A number that was not
 measured is written as such, never estimated.
 
+On a GPU (--meta device=cuda) the peers' primary figures are their "with copies" ones (the
+input copied in and the output out each run, as in coil's GPU times), and their
+device-resident figures get columns of their own, with coil's speed-up over those too.
+
 Usage: report.py RAW_DIR OUT_BASE --meta KEY=VALUE...   (run.sh calls it)
 """
 
@@ -19,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from peers import ENGINES  # engine key on peers.py's command line -> its name
+from peers import engine_names  # engine key on peers.py's command line -> its name
 
 COIL_FIELDS = ["model", "batch", "threads", "compile_s", "median_ms", "samples_per_s",
                "gflops", "peak_fraction", "peak_memory_bytes", "engine"]
@@ -39,25 +43,28 @@ def read_coil_round(raw: Path, r: int, want: dict) -> dict:
     missing = [f for f in COIL_FIELDS if f not in result]
     if missing:
         return {"engine": "coil", "error": f"its JSON lacks {', '.join(missing)}"}
-    for key in ("batch", "threads"):
-        if result[key] != want[key]:
+    for key in ("batch", "threads"):  # on a GPU there is no thread count to check
+        if key in want and result[key] != want[key]:
             return {"engine": "coil",
                     "error": f"it ran with {key} {result[key]}, not {want[key]}"}
+    if want["device"] == "cuda" and result.get("device", "cpu") == "cpu":
+        return {"engine": "coil", "error": "it ran on the CPU, not the GPU"}
     result["engine"] = "coil"  # whatever engine name it gives, its column is coil's
     return result
 
 
-def read_peer_round(raw: Path, r: int) -> list[dict]:
+def read_peer_round(raw: Path, r: int, device: str) -> list[dict]:
     path = raw / f"peers-r{r}.jsonl"
     if not path.exists():
         return []
+    names = engine_names(device)
     results = []
     for line in path.read_text().splitlines():
         line = line.strip()
         if line.startswith("{"):
             result = json.loads(line)
             # run.sh writes a line by the engine's key when peers.py died without one
-            result["engine"] = ENGINES.get(result["engine"], result["engine"])
+            result["engine"] = names.get(result["engine"], result["engine"])
             results.append(result)
     return results
 
@@ -84,19 +91,59 @@ def summarize(rounds: list[list[dict]], engines: list[str]) -> dict[str, dict]:
         if errors:
             entry["errors"] = sorted(set(errors))
         if measured:
-            latency = statistics.median_high(res["median_ms"] for res in measured)
-            middle = next(res for res in measured if res["median_ms"] == latency)
+            middle = median_round(measured)
             for field in ("median_ms", "samples_per_s", "gflops", "peak_fraction",
                           "peak_memory_bytes"):
                 entry[field] = middle.get(field)
             entry["compile_s"] = median_or_none([res.get("compile_s") for res in measured])
             entry["round_median_ms"] = [res["median_ms"] for res in measured]
+            entry.update(gpu_figures(measured, middle))
         summary[engine] = entry
     return summary
 
 
+def median_round(results: list[dict]) -> dict:
+    """The result with the median latency (of an even count, the slower middle one)."""
+    latency = statistics.median_high(res["median_ms"] for res in results)
+    return next(res for res in results if res["median_ms"] == latency)
+
+
+def gpu_figures(measured: list[dict], middle: dict) -> dict:
+    """A GPU run's extra figures: GPU memory (of the median round), and the peers'
+    device-resident figures (of their own median round)."""
+    out = {}
+    if "gpu_memory_bytes" in middle:
+        out["gpu_memory_bytes"] = middle["gpu_memory_bytes"]
+        out["gpu_memory_how"] = middle.get("gpu_memory_how")
+    elif middle.get("device", "cpu") != "cpu":  # coil's: its planned device buffers
+        out["gpu_memory_bytes"] = middle.get("planned_bytes")
+        out["gpu_memory_how"] = "coil's planned buffers (arena, parameters, inputs, outputs)"
+    resident = [res["device_resident"] for res in measured if "device_resident" in res]
+    if resident:
+        out["device_resident"] = {**median_round(resident),
+                                  "round_median_ms": [res["median_ms"] for res in resident]}
+    if "timed" in middle:
+        out["timed"] = middle["timed"]
+    return out
+
+
 def fmt(value, spec: str) -> str:
     return "—" if value is None else format(value, spec)
+
+
+def speedup(coil: dict, figures: dict | None) -> str:
+    """coil's samples/s over an engine's (figures: its summary or device_resident)."""
+    if not figures:
+        return "—"
+    if not coil["rounds_measured"]:
+        return "coil not measured"
+    return f"{coil['samples_per_s'] / figures['samples_per_s']:.2f}"
+
+
+def not_measured_row(engine: str, entry: dict, columns: int) -> str:
+    why = "; ".join(entry.get("errors", ["no result"]))
+    why = " ".join(why.split()).replace("|", "\\|")  # one table cell
+    return f"| {engine} | not measured: {why} |" + " |" * (columns - 2)
 
 
 def write_markdown(path: Path, meta: dict, summary: dict, flops: int | None) -> None:
@@ -109,6 +156,7 @@ def write_markdown(path: Path, meta: dict, summary: dict, flops: int | None) -> 
         f"- date: {meta['date']}",
         f"- machine: {meta['cpu']}, {meta['cpus']} CPUs online (host {meta['host']})",
         f"- threads: {meta['threads']} for every engine",
+        *([dtype_line(meta)] if meta["dtype"] != "f32" else []),  # f32: as it always was
         f"- rounds: {meta['rounds']}, alternating {', '.join(summary)} in each; peers: "
         f"{meta['warmup']} warm-up runs, then the median of {meta['runs']} timed runs",
         f"- FLOPs per call (`coil check`): {fmt(flops, ',')}",
@@ -126,24 +174,85 @@ def write_markdown(path: Path, meta: dict, summary: dict, flops: int | None) -> 
     ]
     for engine, entry in summary.items():
         if not entry["rounds_measured"]:
-            why = "; ".join(entry.get("errors", ["no result"]))
-            why = " ".join(why.split()).replace("|", "\\|")  # one table cell
-            lines.append(f"| {engine} | not measured: {why} | | | | | | | |")
+            lines.append(not_measured_row(engine, entry, 9))
             continue
-        if engine == "coil":
-            speedup = "1"
-        elif coil["rounds_measured"]:
-            speedup = f"{coil['samples_per_s'] / entry['samples_per_s']:.2f}"
-        else:
-            speedup = "coil not measured"
         mem = entry["peak_memory_bytes"]
-        per_round = ", ".join(f"{ms:.2f}" for ms in entry["round_median_ms"])
-        failed = f" ({entry['rounds_failed']} failed)" if entry["rounds_failed"] else ""
         lines.append(
             f"| {engine} | {entry['median_ms']:.2f} | {entry['samples_per_s']:.0f} "
             f"| {fmt(entry['gflops'], '.1f')} | {fmt(entry['peak_fraction'], '.2f')} "
             f"| {fmt(entry['compile_s'], '.2f')} | {fmt(mem and mem / 2**20, '.0f')} "
-            f"| {speedup} | {per_round}{failed} |")
+            f"| {'1' if engine == 'coil' else speedup(coil, entry)} | {per_round(entry)} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def per_round(entry: dict, spec: str = ".2f") -> str:
+    """The latency of every round, and how many failed."""
+    text = ", ".join(format(ms, spec) for ms in entry["round_median_ms"])
+    return text + (f" ({entry['rounds_failed']} failed)" if entry["rounds_failed"] else "")
+
+
+def mib(value) -> str:
+    return fmt(value and value / 2**20, ".0f")
+
+
+def dtype_line(meta: dict) -> str:
+    if meta["dtype"] == "f32":
+        return "- dtype: float32 for every engine" + (
+            ", GEMMs in TF32 (--allow-tf32)" if meta.get("allow_tf32") == "yes" else "")
+    dtype = {"bf16": "bfloat16"}.get(meta["dtype"], meta["dtype"])
+    return (f"- dtype: the peers in {dtype}; **coil in float32**: it has no dtype switch "
+            f"yet, so its speed-ups compare its float32 with the peers' {dtype}")
+
+
+def write_markdown_gpu(path: Path, meta: dict, summary: dict, flops: int | None) -> None:
+    coil = summary["coil"]
+    lines = [
+        f"# {meta['model']}, batch {meta['batch']}"
+        + (f", sequence {meta['seq']}" if "seq" in meta else "")
+        + f", on {meta['gpu']}",
+        "",
+        f"- date: {meta['date']}",
+        f"- machine: {meta['gpu']} (driver {meta.get('gpu_driver') or 'unknown'}); "
+        f"host {meta['cpu']}, {meta['cpus']} CPUs online (host {meta['host']})",
+        dtype_line(meta),
+        f"- coil: `{meta['coil_flags']}`; rounds: {meta['rounds']}, alternating "
+        f"{', '.join(summary)} in each; peers: {meta['warmup']} warm-up runs, then the "
+        f"median of {meta['runs']} timed runs, each between two torch.cuda.synchronize()",
+        f"- FLOPs per call (`coil check`): {fmt(flops, ',')}",
+        f"- coil: {meta['coil_version']}; peers: {meta['peer_versions']}",
+        f"- command: `{meta['command']}`",
+        "",
+        "coil's GPU times include copying the input to the GPU and the output back, so the "
+        "peers' main figures are timed the same way, **with copies** (the input copied from "
+        "a host tensor each run, the output copied back with `.cpu()`), and coil's speed-up "
+        "(coil's samples/s over the engine's; above 1: coil is faster) is against those. "
+        "The last columns time the peers **device-resident** (input already on the GPU, "
+        "output left there), as a caller that keeps its tensors on the GPU would see "
+        "them, with coil's speed-up over that. Each engine's figures are those of its "
+        "median round (by latency; compile time is the median over the rounds). "
+        "GPU memory: the peers' "
+        "torch.cuda.max_memory_allocated() (ONNX Runtime's: the growth of the GPU's memory "
+        "in use over its runs); coil's planned device buffers. Host memory is the peak "
+        "resident set of the engine's process.",
+        "",
+        "| engine | latency ms (with copies) | samples/s | GFLOP/s | compile s "
+        "| GPU memory MiB "
+        "| host memory MiB | coil speed-up | device-resident latency ms "
+        "| coil speed-up over device-resident | latency ms per round |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for engine, entry in summary.items():
+        if not entry["rounds_measured"]:
+            lines.append(not_measured_row(engine, entry, 11))
+            continue
+        resident = entry.get("device_resident")
+        lines.append(
+            f"| {engine} | {entry['median_ms']:.3f} | {entry['samples_per_s']:.0f} "
+            f"| {fmt(entry['gflops'], '.1f')} | {fmt(entry['compile_s'], '.2f')} "
+            f"| {mib(entry.get('gpu_memory_bytes'))} | {mib(entry['peak_memory_bytes'])} "
+            f"| {'1' if engine == 'coil' else speedup(coil, entry)} "
+            f"| {fmt(resident and resident['median_ms'], '.3f')} "
+            f"| {speedup(coil, resident)} | {per_round(entry, '.3f')} |")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -159,14 +268,15 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="results path without .md/.json")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
-    meta = dict(item.split("=", 1) for item in args.meta)
+    meta = {"device": "cpu", "dtype": "f32", **dict(item.split("=", 1) for item in args.meta)}
     for key in ("batch", "threads", "rounds", "runs", "warmup", "cpus", "seq"):
         if key in meta:
             meta[key] = int(meta[key])
 
     rounds = []
     for r in range(1, meta["rounds"] + 1):
-        rounds.append([read_coil_round(args.raw, r, meta), *read_peer_round(args.raw, r)])
+        rounds.append([read_coil_round(args.raw, r, meta),
+                       *read_peer_round(args.raw, r, meta["device"])])
 
     engines = ["coil"]
     for rnd in rounds:
@@ -186,16 +296,20 @@ def main() -> None:
 
     peer_results = [res for res in rounds_of(rounds, None) if res["engine"] != "coil"]
     flops = next((res["flops"] for res in peer_results if res.get("flops")), None)
-    versions = next((res["versions"] for res in peer_results
-                     if res.get("engine") == "onnxruntime" and "versions" in res),
-                    next((res["versions"] for res in peer_results if "versions" in res), {}))
+    versions = {}  # every peer's, in the order they first appear: torch, python, ...
+    for res in peer_results:
+        for name, version in res.get("versions", {}).items():
+            versions.setdefault(name, version)
     meta["peer_versions"] = ", ".join(f"{k} {v}" for k, v in versions.items()) or "—"
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = args.out.with_suffix(".json"), args.out.with_suffix(".md")
     json_path.write_text(json.dumps({"meta": meta, "flops": flops, "summary": summary,
                                      "rounds": rounds}, indent=2) + "\n")
-    write_markdown(md_path, meta, summary, flops)
+    if meta["device"] == "cuda":
+        write_markdown_gpu(md_path, meta, summary, flops)
+    else:
+        write_markdown(md_path, meta, summary, flops)
     print(md_path.read_text())
     print(f"report.py: wrote {md_path} and {json_path}", file=sys.stderr)
 

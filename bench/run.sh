@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh MODEL [--batch N] [--threads N] [--rounds R] [--runs N] [--warmup N]
 #                    [--seq T] [--set NAME=VALUE]... [--engines LIST]
+#                    [--device cpu|cuda] [--cuda-graphs] [--allow-tf32] [--dtype f32|bf16]
+#                    [--python PATH]
 #
 # Times MODEL (mlp, gpt2, or a path to one of those .coil files) in coil and its peers on
 # this machine with the same thread count, alternating: each of R rounds runs
@@ -10,10 +12,18 @@
 # speed-up over each peer. --seq is gpt2's sequence length (default 128); --engines picks
 # peers from eager,compile,autotune,ort (default all); --runs and --warmup (default 50, 10)
 # are the peers'. Sets up bench/.venv (PyTorch, ONNX, ONNX Runtime) when it is missing.
+#
+# --device cuda runs coil (`--device cuda`, and --cuda-graphs, --allow-tf32 when given)
+# and the peers on the first NVIDIA GPU instead (--threads does not apply), writing
+# bench/results/<model>-b<N>[-s<T>]-cuda[-graphs][-tf32][-bf16]-<gpu>.{md,json}.
+# --dtype bf16 runs the peers in bfloat16; coil, which has no dtype switch, stays float32
+# (the report says so). --python PATH (or BENCH_PYTHON=PATH) runs the peers in that
+# Python as it is, with no venv and no pip: it needs torch (onnx, onnxscript and
+# onnxruntime for the ort peer).
 set -euo pipefail
 
 die() { echo "run.sh: error: $*" >&2; exit 1; }
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 2; }
+usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; exit 2; }
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -25,17 +35,21 @@ done
 
 MODEL="" BATCH=128 THREADS=$(nproc) ROUNDS=3 RUNS=50 WARMUP=10 SEQ=128
 ENGINES=eager,compile,autotune,ort
+DEVICE=cpu DTYPE=f32 PYTHON=${BENCH_PYTHON:-} THREADS_GIVEN="" GRAPHS=no TF32=no
 SETS=()
 while (($#)); do
   case $1 in
-    --batch|--threads|--rounds|--runs|--warmup|--seq|--set|--engines)
+    --batch|--threads|--rounds|--runs|--warmup|--seq|--set|--engines|--device|--dtype|--python)
       (($# >= 2)) || die "$1 needs a value"
       case $1 in
-        --batch) BATCH=$2 ;; --threads) THREADS=$2 ;; --rounds) ROUNDS=$2 ;;
+        --batch) BATCH=$2 ;; --threads) THREADS=$2 THREADS_GIVEN=1 ;; --rounds) ROUNDS=$2 ;;
         --runs) RUNS=$2 ;; --warmup) WARMUP=$2 ;; --seq) SEQ=$2 ;;
         --set) SETS+=(--set "$2") ;; --engines) ENGINES=$2 ;;
+        --device) DEVICE=$2 ;; --dtype) DTYPE=$2 ;; --python) PYTHON=$2 ;;
       esac
       shift 2 ;;
+    --cuda-graphs) GRAPHS=yes; shift ;;
+    --allow-tf32) TF32=yes; shift ;;
     -h|--help) usage ;;
     -*) die "unknown option $1 (see bench/run.sh --help)" ;;
     *) [[ -z $MODEL ]] || die "one model at a time"; MODEL=$1; shift ;;
@@ -46,22 +60,38 @@ for n in "$BATCH" "$THREADS" "$ROUNDS" "$RUNS" "$SEQ"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "'$n' is not a positive integer"
 done
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "--warmup '$WARMUP' is not an integer"
+[[ $DEVICE == cpu || $DEVICE == cuda ]] || die "--device $DEVICE: expected cpu or cuda"
+[[ $DTYPE == f32 || $DTYPE == bf16 ]] || die "--dtype $DTYPE: expected f32 or bf16"
+if [[ $DEVICE == cpu ]]; then
+  [[ $GRAPHS == no ]] || die "--cuda-graphs applies to --device cuda"
+  [[ $TF32 == no ]] || die "--allow-tf32 applies to --device cuda"
+else
+  [[ -z $THREADS_GIVEN ]] || die "--threads applies to the CPU, not to --device cuda"
+fi
 
 if [[ $MODEL == *.coil ]]; then MODEL_FILE=$MODEL; else MODEL_FILE=examples/$MODEL.coil; fi
 [[ -f $MODEL_FILE ]] || die "no model file $MODEL_FILE"
 NAME=$(basename "$MODEL_FILE" .coil)
 DIMS=()
 if grep -q '^model GPT' "$MODEL_FILE"; then DIMS=(--dim "T=$SEQ"); fi
-if ((THREADS > $(nproc))); then
+if [[ $DEVICE == cpu ]] && ((THREADS > $(nproc))); then
   echo "run.sh: warning: $THREADS threads on $(nproc) CPUs: timings will mean little" >&2
 fi
 
-# ---------------------------------------------------------------- the peers' venv
+# ---------------------------------------------------------------- the peers' Python
 VENV=bench/.venv
 PY=$VENV/bin/python
 PACKAGES=(torch onnx onnxscript onnxruntime numpy)
 have_peers() { [[ -x $PY ]] && "$PY" -c 'import torch, onnx, onnxscript, onnxruntime, numpy' 2>/dev/null; }
-if ! have_peers; then
+if [[ -n $PYTHON ]]; then
+  # A Python given is used as it is: the GPU machine has no network, so no pip.
+  PY=$(command -v "$PYTHON") || die "--python $PYTHON: no such program"
+  "$PY" -c 'import torch' 2>/dev/null || die "$PY cannot import torch, which the peers need"
+  for module in onnx onnxscript onnxruntime numpy; do
+    "$PY" -c "import $module" 2>/dev/null ||
+      echo "run.sh: warning: $PY lacks $module: the ort peer will be marked not measured" >&2
+  done
+elif ! have_peers; then
   echo "run.sh: setting up $VENV with ${PACKAGES[*]} (a few GB; minutes)" >&2
   BASE=$(command -v python3.11 || command -v python3) || die "no python3 on PATH"
   "$BASE" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
@@ -90,22 +120,58 @@ else
   COIL_VERSION=$("$COIL" --version 2>&1 | head -n 1) || COIL_VERSION="unknown version"
 fi
 
+slug() { tr 'A-Z' 'a-z' <<<"$1" | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$//'; }
 CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
 CPU=${CPU:-unknown CPU}
-SLUG=$(tr 'A-Z' 'a-z' <<<"$CPU" | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$//')
+SLUG=$(slug "$CPU")
 [[ -n $SLUG && $SLUG != unknown-cpu ]] || SLUG=$(hostname)
 SEQ_TAG="" SEQ_META=()
 if ((${#DIMS[@]})); then SEQ_TAG=-s$SEQ SEQ_META=(--meta "seq=$SEQ"); fi
-OUT=bench/results/$NAME-b$BATCH$SEQ_TAG-t$THREADS-$SLUG
+
+# ---------------------------------------------------------------- the GPU
+# The GPU's name is that of torch's cuda:0, the device the peers use; coil's "first
+# NVIDIA GPU" is CUDA's device 0 too, where nvidia-smi may number the GPUs otherwise.
+gpu_name() {
+  "$PY" -c 'import sys, torch
+if not torch.cuda.is_available(): sys.exit(1)
+print(torch.cuda.get_device_name(0))' 2>/dev/null && return
+  local smi="not installed"
+  if command -v nvidia-smi >/dev/null; then smi=$(nvidia-smi -L 2>&1 | head -n 1); fi
+  die "--device cuda: no NVIDIA GPU here that the peers' PyTorch can use" \
+      "(torch.cuda.is_available() is False in $PY; nvidia-smi: $smi)"
+}
+# Where the engines run: coil's and the peers' arguments, the results' name and meta.
+WHERE=t$THREADS VARIANT=""
+COIL_WHERE=(--threads "$THREADS") PEER_WHERE=(--threads "$THREADS")
+DEVICE_META=(--meta "device=$DEVICE" --meta "dtype=$DTYPE")
+if [[ $DEVICE == cuda ]]; then
+  GPU=$(gpu_name) || exit 1
+  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null |
+           head -n 1) || DRIVER=""
+  SLUG=$(slug "$GPU") WHERE=cuda
+  COIL_WHERE=(--device cuda) PEER_WHERE=(--device cuda)
+  if [[ $GRAPHS == yes ]]; then COIL_WHERE+=(--cuda-graphs) VARIANT+=-graphs; fi
+  if [[ $TF32 == yes ]]; then
+    COIL_WHERE+=(--allow-tf32) PEER_WHERE+=(--allow-tf32) VARIANT+=-tf32
+  fi
+  DEVICE_META+=(--meta "gpu=$GPU" --meta "gpu_driver=$DRIVER"
+                --meta "allow_tf32=$TF32" --meta "coil_flags=${COIL_WHERE[*]}")
+fi
+if [[ $DTYPE != f32 ]]; then
+  VARIANT+=-$DTYPE
+  echo "run.sh: note: the peers run in $DTYPE, coil in f32 (it has no dtype switch yet);" \
+       "the report says so" >&2
+fi
+OUT=bench/results/$NAME-b$BATCH$SEQ_TAG-$WHERE$VARIANT-$SLUG
 
 RAW=$(mktemp -d /tmp/coil-bench.XXXXXX)
 trap 'rm -rf "$RAW"' EXIT
 
 # ---------------------------------------------------------------- the rounds
-coil_cmd=("$COIL" bench "$MODEL_FILE" --batch "$BATCH" --threads "$THREADS" --json
+coil_cmd=("$COIL" bench "$MODEL_FILE" --batch "$BATCH" "${COIL_WHERE[@]}" --json
           "${DIMS[@]}" "${SETS[@]}")
-peer_cmd=("$PY" bench/peers.py "$MODEL_FILE" --batch "$BATCH" --threads "$THREADS"
-          --runs "$RUNS" --warmup "$WARMUP" --seq "$SEQ" "${SETS[@]}")
+peer_cmd=("$PY" bench/peers.py "$MODEL_FILE" --batch "$BATCH" "${PEER_WHERE[@]}"
+          --runs "$RUNS" --warmup "$WARMUP" --seq "$SEQ" --dtype "$DTYPE" "${SETS[@]}")
 for ((r = 1; r <= ROUNDS; r++)); do
   echo "run.sh: round $r/$ROUNDS: coil" >&2
   if [[ ! -x $COIL ]]; then
@@ -137,9 +203,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 # ---------------------------------------------------------------- the report
+THREADS_META=()
+[[ $DEVICE == cuda ]] || THREADS_META=(--meta "threads=$THREADS")
 "$PY" bench/report.py "$RAW" "$OUT" \
-  --meta "model=$NAME" --meta "batch=$BATCH" --meta "threads=$THREADS" \
+  --meta "model=$NAME" --meta "batch=$BATCH" "${THREADS_META[@]}" \
   --meta "rounds=$ROUNDS" --meta "runs=$RUNS" --meta "warmup=$WARMUP" \
   --meta "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" --meta "cpu=$CPU" \
   --meta "cpus=$(nproc)" --meta "host=$(hostname)" \
-  --meta "coil_version=$COIL_VERSION" --meta "command=$COMMAND" "${SEQ_META[@]}"
+  --meta "coil_version=$COIL_VERSION" --meta "command=$COMMAND" "${SEQ_META[@]}" \
+  "${DEVICE_META[@]}"
