@@ -124,7 +124,9 @@ enum {
 
 /* e^(x + lo) * 2^bias, lo a small correction (NULL: 0), bias in [0, 32]. Below the
  * range the result is 0 (x = -inf included, so -inf e^x is NaN, as in libm); without
- * EXP_NORMAL, 2^n is applied in two steps so a subnormal result rounds once. */
+ * EXP_NORMAL, 2^n is applied in two steps so a subnormal result rounds once. A lane
+ * below the range computes e^0 and is then zeroed: computing its underflow would cost a
+ * microcode assist per vector on x86 (a causal mask's -inf lanes made softmax 7x slower). */
 static LLVMValueRef exp_core(M *m, LLVMValueRef x, LLVMValueRef lo, int bias, int how)
 {
     LLVMBuilderRef b = m->b;
@@ -134,7 +136,7 @@ static LLVMValueRef exp_core(M *m, LLVMValueRef x, LLVMValueRef lo, int bias, in
     if (!(how & EXP_NEG))
         x = sel(m, cmp(m, LLVMRealOGT, x, K(m, 89)), K(m, 89), x); /* 2^128: inf */
     if (clamp)
-        x = sel(m, low, K(m, floor_x), x);
+        x = sel(m, low, K(m, how & EXP_NORMAL ? floor_x : 0), x);
     LLVMValueRef t = fma_(m, x, K(m, 0x1.715476p+0), K(m, 0x1.8p23));
     LLVMValueRef nf = sub(m, t, K(m, 0x1.8p23));
     LLVMValueRef n = LLVMBuildSub(b, to_i32(m, t), KI(m, 0x4b400000 - bias), "");
@@ -153,7 +155,8 @@ static LLVMValueRef exp_core(M *m, LLVMValueRef x, LLVMValueRef lo, int bias, in
     LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
     LLVMValueRef s1 = to_f32(m, LLVMBuildShl(b, LLVMBuildAdd(b, n1, KI(m, 127), ""), KI(m, 23), ""));
     LLVMValueRef s2 = to_f32(m, LLVMBuildShl(b, LLVMBuildAdd(b, n2, KI(m, 127), ""), KI(m, 23), ""));
-    return mul(m, mul(m, p, s1), s2);
+    LLVMValueRef v = mul(m, mul(m, p, s1), s2);
+    return clamp ? sel(m, low, K(m, 0), v) : v;
 }
 
 static LLVMValueRef m_exp(M *m, LLVMValueRef *a) { return exp_core(m, a[0], NULL, 0, 0); }
