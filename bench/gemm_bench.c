@@ -176,7 +176,7 @@ static bool run_once(const Runner *r, Err *e)
     }
     if (r->blas)
         return gemm_run(&p->g, p->bufs, p->dts, &p->sb, e);
-    return gemm_tiled_run(&p->g, p->bufs, p->dts, &p->sb, r->uk, store_tile, r->pool, e);
+    return gemm_tiled_run(&p->g, p->bufs, p->dts, &p->sb, r->uk, store_tile, NULL, r->pool, e);
 }
 
 /* Best GFLOP/s of 5 trials, each repeating the GEMM for about seconds / 5. */

@@ -256,6 +256,8 @@ bool program_check_inputs(const Program *p, const Tensor *inputs, const SymBind 
 /* codegen/loop_print.c: the loop IR's text form (what `coil dump --after=lower` prints),
  * malloc'd. Kernels print as nested loops with their expressions named %e<N>. */
 char *loop_print(const Program *p);
+/* Step s alone: the step line and the kernel it runs (a GEMM's epilogue), malloc'd. */
+char *loop_print_step(const Program *p, int s);
 
 /* codegen/loop_eval.c: run a program with the loop IR's reference semantics (above),
  * every expression evaluated in f64 and rounded to its dtype as the interpreter does,

@@ -309,6 +309,22 @@ static void put_kernel(FILE *f, const Program *p, int kid)
     fputs("  }\n", f);
 }
 
+char *loop_print_step(const Program *p, int s)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    put_step(f, p, s);
+    const Step *st = &p->step[s];
+    int k = st->kind == STEP_KERNEL ? st->kernel : st->kind == STEP_GEMM ? st->gemm.epilogue : -1;
+    if (k >= 0 && k < p->nkernel)
+        put_kernel(f, p, k);
+    fclose(f);
+    return text;
+}
+
 char *loop_print(const Program *p)
 {
     char *text = NULL;

@@ -25,6 +25,9 @@ struct Engine {
     KernelFn *fns;     /* per kernel; NULL (all or one): the loop evaluator */
     TileFn *tiles;     /* per step; NULL (all or one): OpenBLAS */
     const Ukernels *uk;
+    StepConfig *cfg;   /* per step */
+    SymBind run_sb;    /* the latest run's symbols */
+    bool ran;          /* run_sb and bufs hold a finished run's */
     EngineStats stats;
     double *step_s;    /* per step, with profiling */
     DType *dts;        /* per buffer */
@@ -116,10 +119,11 @@ static bool alloc_tables(Engine *en, const EngineOptions *o, Err *e)
     if (o->tiles && o->uk && (en->tiles = calloc((size_t)p->nstep + 1, sizeof *en->tiles)))
         memcpy(en->tiles, o->tiles, (size_t)p->nstep * sizeof *en->tiles);
     en->uk = o->uk;
+    en->cfg = calloc((size_t)p->nstep + 1, sizeof *en->cfg);
     if (o->profile)
         en->step_s = calloc((size_t)p->nstep + 1, sizeof *en->step_s);
     bool tiles_ok = !(o->tiles && o->uk) || en->tiles;
-    if (!en->dts || !en->bufs || !en->consts || (o->fns && !en->fns) ||
+    if (!en->dts || !en->bufs || !en->consts || !en->cfg || (o->fns && !en->fns) ||
         !tiles_ok || (o->profile && !en->step_s)) {
         err_set(e, ERR_INPUT, "out of memory creating an engine for %d buffers", p->nbuf);
         return false;
@@ -166,6 +170,7 @@ void engine_free(Engine *en)
     free(en->dts);
     free(en->fns);
     free(en->tiles);
+    free(en->cfg);
     free(en->step_s);
     plan_free(&en->plan);
     free(en->arena);
@@ -177,6 +182,31 @@ const MemoryPlan *engine_plan(const Engine *en) { return en->planned ? &en->plan
 EngineStats engine_stats(const Engine *en) { return en->stats; }
 
 const double *engine_step_seconds(const Engine *en) { return en->step_s; }
+
+void engine_configure(Engine *en, int s, const StepConfig *c)
+{
+    if (s >= 0 && s < en->p->nstep)
+        en->cfg[s] = c ? *c : (StepConfig){0};
+}
+
+const StepConfig *engine_config(const Engine *en, int s) { return &en->cfg[s]; }
+
+int engine_threads(const Engine *en) { return pool_threads(en->pool); }
+
+const SymBind *engine_symbols(const Engine *en) { return en->ran ? &en->run_sb : NULL; }
+
+bool engine_can_tile(const Engine *en, int s)
+{
+    const Step *st = &en->p->step[s];
+    return en->ran && st->kind == STEP_GEMM && en->tiles && en->tiles[s] && en->uk &&
+           gemm_tiled_supported(&st->gemm, en->bufs, en->dts, &en->run_sb);
+}
+
+void *engine_buffer(const Engine *en, int b) { return en->bufs[b]; }
+
+void *const *engine_buffers(const Engine *en) { return en->bufs; }
+
+void engine_set_buffer(Engine *en, int b, void *base) { en->bufs[b] = base; }
 
 static double now(void)
 {
@@ -260,7 +290,7 @@ static int64_t work_per_row(const Kernel *k, const SymBind *sb)
     return w * (k->ninner ? inner * (k->nphase > 0 ? k->nphase : 1) : 1);
 }
 
-static void run_kernel(Engine *en, int k, const SymBind *sb)
+static void run_kernel(Engine *en, int k, int parts, const SymBind *sb)
 {
     const Kernel *kn = &en->p->kernel[k];
     KernelCall call = {en->fns ? en->fns[k] : NULL, en->p, k, en->bufs, sb->val};
@@ -270,6 +300,8 @@ static void run_kernel(Engine *en, int k, const SymBind *sb)
     }
     int64_t n = dim_value(kn->size[0], sb), w = work_per_row(kn, sb);
     int64_t grain = w >= MIN_CHUNK_WORK ? 1 : (MIN_CHUNK_WORK + w - 1) / (w > 0 ? w : 1);
+    if (parts > 0)
+        grain = (n + parts - 1) / parts;
     pool_parallel_for(en->pool, n, grain, kernel_chunk, &call);
 }
 
@@ -279,16 +311,43 @@ static void run_kernel(Engine *en, int k, const SymBind *sb)
 static bool run_gemm(Engine *en, int s, const SymBind *sb, Err *e)
 {
     const Gemm *g = &en->p->step[s].gemm;
+    const StepConfig *c = &en->cfg[s];
     TileFn tile = en->tiles ? en->tiles[s] : NULL;
-    bool generated = tile && gemm_tiled_supported(g, en->bufs, en->dts, sb);
-    bool ok = generated ? gemm_tiled_run(g, en->bufs, en->dts, sb, en->uk, tile, en->pool, e)
+    bool generated = tile && c->path != GEMM_PATH_BLAS &&
+                     gemm_tiled_supported(g, en->bufs, en->dts, sb);
+    bool ok = generated ? gemm_tiled_run(g, en->bufs, en->dts, sb, en->uk, tile, &c->tiling,
+                                         en->pool, e)
                         : gemm_run(g, en->bufs, en->dts, sb, e);
     en->stats.gemm_generated += generated;
     en->stats.gemm_blas += !generated;
-    bool fused = generated && g->epi_load >= 0;
+    bool fused = generated && g->epi_load >= 0 && !c->tiling.store_only;
     if (ok && g->epilogue >= 0 && !fused)
-        run_kernel(en, g->epilogue, sb);
+        run_kernel(en, g->epilogue, c->parts, sb);
     return ok;
+}
+
+static bool run_step(Engine *en, int s, const SymBind *sb, Err *e)
+{
+    const Step *st = &en->p->step[s];
+    if (st->kind == STEP_KERNEL) {
+        run_kernel(en, st->kernel, en->cfg[s].parts, sb);
+        return true;
+    }
+    if (st->kind == STEP_ATTENTION) {
+        err_set(e, ERR_INPUT, "attention step %d: the CPU engine runs attention decomposed "
+                "(lower the graph after the decompose pass, not decompose_fused)", s);
+        return false;
+    }
+    return run_gemm(en, s, sb, e);
+}
+
+bool engine_run_step(Engine *en, int s, Err *e)
+{
+    if (!en->ran || s < 0 || s >= en->p->nstep) {
+        err_set(e, ERR_USAGE, "engine_run_step: no finished run, or no step %d", s);
+        return false;
+    }
+    return run_step(en, s, &en->run_sb, e);
 }
 
 static bool run_steps(Engine *en, const SymBind *sb, Err *e)
@@ -296,15 +355,8 @@ static bool run_steps(Engine *en, const SymBind *sb, Err *e)
     const Program *p = en->p;
     en->stats = (EngineStats){0};
     for (int s = 0; s < p->nstep; s++) {
-        const Step *st = &p->step[s];
         double t0 = en->step_s ? now() : 0;
-        if (st->kind == STEP_KERNEL)
-            run_kernel(en, st->kernel, sb);
-        else if (st->kind == STEP_ATTENTION) {
-            err_set(e, ERR_INPUT, "attention step %d: the CPU engine runs attention decomposed "
-                    "(lower the graph after the decompose pass, not decompose_fused)", s);
-            return false;
-        } else if (!run_gemm(en, s, sb, e))
+        if (!run_step(en, s, sb, e))
             return false;
         if (en->step_s)
             en->step_s[s] += now() - t0;
@@ -321,8 +373,11 @@ bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *
         !alloc_output_tensors(g, &sb, outputs, e))
         return false;
     bind_buffers(en, inputs, params, outputs);
-    if (run_steps(en, &sb, e))
+    en->ran = false;
+    if (run_steps(en, &sb, e)) {
+        en->run_sb = sb, en->ran = true;
         return true;
+    }
     for (int i = 0; i < en->p->graph->noutput; i++)
         tensor_free(&outputs[i]);
     return false;

@@ -4,6 +4,7 @@
 #define COIL_RUNTIME_ENGINE_H
 
 #include "codegen/cpu/cpu.h"
+#include "runtime/gemm_tiled.h"
 
 typedef struct Engine Engine;
 
@@ -18,6 +19,16 @@ typedef struct EngineOptions {
     bool profile;         /* time every step (engine_step_seconds) */
 } EngineOptions;
 
+/* How one step runs, when something better than the heuristics is known (the autotuner's
+ * choices; all zero: the heuristics). */
+typedef enum GemmPath { GEMM_PATH_AUTO, GEMM_PATH_TILED, GEMM_PATH_BLAS } GemmPath;
+typedef struct StepConfig {
+    int parts;         /* a kernel (and a GEMM's unfused epilogue): split into at most this
+                          many chunks over the threads, 0: by its work */
+    GemmPath path;     /* a GEMM: the generated kernels (where they can run) or OpenBLAS */
+    GemmTiling tiling; /* the generated kernels' blocking; store_only: epilogue unfused */
+} StepConfig;
+
 /* p (and its graph) must outlive the engine; o NULL: the defaults. Errors: a program whose
  * indices name nothing in its graph, non-static constants, out of memory, no threads. */
 Engine *engine_new(const Program *p, const EngineOptions *o, Err *e);
@@ -27,6 +38,23 @@ void engine_free(Engine *en);
  * and parameters are checked first; errors name them ("input 'x': expected f32[B,4],
  * got f32[2,5] (dimension 1 disagrees)"). One run at a time per engine. */
 bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e);
+/* Step s's configuration from now on (NULL: the heuristics again); the current one. */
+void engine_configure(Engine *en, int s, const StepConfig *c);
+const StepConfig *engine_config(const Engine *en, int s);
+int engine_threads(const Engine *en);
+
+/* For the autotuner, after a successful engine_run: step s alone again, on the buffers and
+ * sizes of that run (run steps before it first if their results matter); the symbol
+ * values; and buffer b's base, which engine_set_buffer may point elsewhere (a copy of a
+ * weight, so repeated timings do not find it in cache) until the next engine_run. */
+bool engine_run_step(Engine *en, int s, Err *e);
+/* Whether GEMM step s can run on the generated kernels at the latest run's sizes. */
+bool engine_can_tile(const Engine *en, int s);
+const SymBind *engine_symbols(const Engine *en);
+void *engine_buffer(const Engine *en, int b);
+void *const *engine_buffers(const Engine *en);
+void engine_set_buffer(Engine *en, int b, void *base);
+
 /* The planned bytes of the temporaries at these symbol values (peak memory of the
  * arena), and of parameters (constants included), inputs and outputs; known before
  * anything runs. Offsets are 64-byte aligned; temporaries whose lifetimes [first, last]

@@ -62,7 +62,9 @@ typedef struct Job {
     int64_t rtiles;              /* row tiles of all batches */
     bool split_rows;             /* threads split row tiles, else column tiles */
     int64_t kc, mc, nc;          /* k per block; row and column tiles per macro block */
-    Mat a, b;
+    Mat a, b, c;                 /* c: where store_only writes */
+    DType cdt;
+    GemmTiling how;              /* the caller's choices (0: the heuristic's) */
     _Atomic bool failed;         /* a thread could not allocate its scratch */
 } Job;
 
@@ -158,16 +160,21 @@ bool gemm_tiled_supported(const Gemm *g, void *const *bufs, const DType *dts, co
 
 /* ---------------------------------------------------------------- the tile loops */
 
-/* Element offsets of A and B for flat batch index t (batch dims row-major). */
+/* The element offset of operand m at flat batch index t (batch dims row-major). */
+static int64_t mat_batch_offset(const Mat *m, const Job *j, int64_t t)
+{
+    int64_t at = m->off;
+    for (int d = j->nbatch - 1; d >= 0; d--) {
+        at += t % j->batch[d] * m->bs[d];
+        t /= j->batch[d];
+    }
+    return at;
+}
+
+/* Element offsets of A and B for flat batch index t. */
 static void batch_offsets(const Job *j, int64_t t, int64_t *ao, int64_t *bo)
 {
-    *ao = j->a.off, *bo = j->b.off;
-    for (int d = j->nbatch - 1; d >= 0; d--) {
-        int64_t idx = t % j->batch[d];
-        t /= j->batch[d];
-        *ao += idx * j->a.bs[d];
-        *bo += idx * j->b.bs[d];
-    }
+    *ao = mat_batch_offset(&j->a, j, t), *bo = mat_batch_offset(&j->b, j, t);
 }
 
 /* Where one row tile's operands start: A at its first row, B at its batch (k = 0, n = 0). */
@@ -283,6 +290,22 @@ static void prefetch_panel(const float *b, int64_t ld, int64_t nr, int64_t kc, i
     }
 }
 
+/* A finished tile into C itself, in C's dtype (GemmTiling.store_only: the epilogue runs
+ * after the product, as its own kernel). */
+static void store_tile(const Job *j, const float *t, int64_t row0, int64_t n0, int64_t mr, int64_t nr)
+{
+    for (int64_t i = 0; i < mr; i++) {
+        int64_t r = row0 + i;
+        int64_t at = mat_batch_offset(&j->c, j, r / j->M) + r % j->M * j->c.rs + n0 * j->c.cs;
+        for (int64_t q = 0; q < nr; q++) {
+            if (j->cdt == DT_F32)
+                ((float *)j->c.base)[at + q * j->c.cs] = t[i * j->nr + q];
+            else
+                dtype_store(j->cdt, (void *)j->c.base, at + q * j->c.cs, t[i * j->nr + q]);
+        }
+    }
+}
+
 /* A macro block: row tiles [r0, r1) x column tiles [c0, c1). For each block of k the
  * columns go outside (their B panel stays in cache across the rows, and the dot form's
  * next panel is fetched meanwhile); a tile is handed to tile() right after its last
@@ -306,7 +329,9 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
                 if (next)
                     prefetch_panel(next, j->b.cs, nr1, kc, r, nrows);
                 ukernel(j, &rt[r], n0, nr, k0, kc, s, t);
-                if (last)
+                if (last && j->how.store_only)
+                    store_tile(j, t, rt[r].row0, n0, rt[r].mr, nr);
+                else if (last)
                     j->tile(t, j->nr, j->bufs, j->syms, rt[r].row0, n0, rt[r].mr, nr);
             }
         }
@@ -362,6 +387,8 @@ static void plan_form(Job *j)
 {
     bool dot = pick_form(&j->a, &j->b, j->N, j->K) == FORM_DOT;
     j->dot = dot && j->K > DOT_SMALL_K;
+    if (dot && j->how.form != GEMM_FORM_AUTO)
+        j->dot = j->how.form == GEMM_FORM_DOT;
     if (dot && !j->dot)
         j->pack = PACK_TRANSPOSED;
     else if (!dot && llabs(j->b.rs) >= PACK_ROW_STRIDE && j->K > 1)
@@ -378,7 +405,10 @@ static void plan_blocks(Job *j)
 {
     int64_t vec = j->uk->shape.vec, nk = ceil_div(j->K, KC_MAX);
     j->kc = nk <= 1 ? (j->K > 0 ? j->K : 1) : ceil_div(ceil_div(j->K, nk), vec) * vec;
+    if (j->how.kc > 0 && j->how.kc < j->K)
+        j->kc = ceil_div(j->how.kc, vec) * vec;
     int64_t mc = j->dot ? DOT_MC_ROWS / j->mr : BCAST_A_BYTES / (j->mr * j->kc * 4);
+    mc = j->how.mc > 0 ? j->how.mc : mc;
     mc = mc < 1 ? 1 : mc > MC_TILES_MAX ? MC_TILES_MAX : mc;
     j->mc = j->mtiles > 0 ? ceil_div(j->mtiles, ceil_div(j->mtiles, mc)) : 1;
     j->nc = NC_TILES;
@@ -403,20 +433,40 @@ static void plan(Job *j, const Gemm *g, void *const *bufs, const SymBind *sb)
     j->mtiles = ceil_div(j->M, j->mr);
     j->ntiles = ceil_div(j->N, j->nr);
     j->rtiles = nb * j->mtiles;
-    j->split_rows = j->rtiles >= j->ntiles;
+    j->split_rows = j->how.split == GEMM_SPLIT_AUTO ? j->rtiles >= j->ntiles
+                                                    : j->how.split == GEMM_SPLIT_ROWS;
     plan_blocks(j);
 }
 
+bool gemm_tiled_dot_layout(const Gemm *g, void *const *bufs, const SymBind *sb)
+{
+    Mat a = mat_make(&g->a, g->nbatch, bufs, sb), b = mat_make(&g->b, g->nbatch, bufs, sb);
+    return pick_form(&a, &b, dim_value(g->n, sb), dim_value(g->k, sb)) == FORM_DOT;
+}
+
+GemmTiling gemm_tiled_default(const Gemm *g, void *const *bufs, const SymBind *sb,
+                              const Ukernels *uk)
+{
+    Job j = {.uk = uk};
+    plan(&j, g, bufs, sb);
+    return (GemmTiling){j.dot ? GEMM_FORM_DOT : GEMM_FORM_BCAST, j.kc, j.mc,
+                        j.split_rows ? GEMM_SPLIT_ROWS : GEMM_SPLIT_COLS, false};
+}
+
 bool gemm_tiled_run(const Gemm *g, void *const *bufs, const DType *dts, const SymBind *sb,
-                    const Ukernels *uk, TileFn tile, Pool *pool, Err *e)
+                    const Ukernels *uk, TileFn tile, const GemmTiling *how, Pool *pool,
+                    Err *e)
 {
     const char *why = unsupported(g, bufs, dts, sb);
     if (why) {
         err_set(e, ERR_USAGE, "gemm_tiled: unsupported GEMM: %s (use gemm_run)", why);
         return false;
     }
-    Job j = {.uk = uk, .tile = tile, .bufs = bufs, .syms = sb->val};
+    Job j = {.uk = uk, .tile = tile, .bufs = bufs, .syms = sb->val, .cdt = dts[g->c.buf]};
+    if (how)
+        j.how = *how;
     plan(&j, g, bufs, sb);
+    j.c = mat_make(&g->c, g->nbatch, bufs, sb);
     if (j.rtiles == 0 || j.ntiles == 0)
         return true;
     pool_parallel_for(pool, j.split_rows ? j.rtiles : j.ntiles, 1, run_chunk, &j);

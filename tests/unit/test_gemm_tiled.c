@@ -201,6 +201,10 @@ static float *random_floats(int64_t n)
     return p;
 }
 
+/* The tiling the next check_gemm runs with (NULL: the heuristic's); the autotuner's choices
+ * must all compute the same product. */
+static const GemmTiling *tiling;
+
 /* Run g through gemm_tiled_run (C in bufs[BUF_C], dense) and compare with the reference
  * (plus the epilogue when asked); false on any mismatch. */
 static bool check_gemm(const Gemm *g, void **bufs, const SymBind *sb, const Ukernels *uk,
@@ -215,7 +219,7 @@ static bool check_gemm(const Gemm *g, void **bufs, const SymBind *sb, const Uker
     DType dts[5] = {DT_F32, DT_F32, DT_F32, DT_F32, DT_F32};
     Err e = {0};
     CHECK(gemm_tiled_supported(g, bufs, dts, sb));
-    bool ok = gemm_tiled_run(g, bufs, dts, sb, uk, epilogue ? bias_relu_tile : store_tile, pool, &e);
+    bool ok = gemm_tiled_run(g, bufs, dts, sb, uk, epilogue ? bias_relu_tile : store_tile, tiling, pool, &e);
     if (!ok)
         fprintf(stderr, "%s: gemm_tiled_run: %s\n", what, e.msg);
     Gemm rg = *g;
@@ -226,7 +230,7 @@ static bool check_gemm(const Gemm *g, void **bufs, const SymBind *sb, const Uker
     int bad = 0;
     for (int64_t i = 0; i < rows * N; i++) {
         double want = ref[i];
-        if (epilogue)
+        if (epilogue && !(tiling && tiling->store_only))
             want = fmax(want + bias[i % N], 0);
         if (!check_close(c[i], want, 1e-5 * sqrt((double)K + 1)) && bad++ < 3)
             fprintf(stderr, "%s: C[%lld] = %g, want %g\n", what, (long long)i, c[i], want);
@@ -370,13 +374,39 @@ static void test_unsupported(const Ukernels *uk)
     SymBind sb = {0};
     Err e = {0};
     CHECK(!gemm_tiled_supported(&g, bufs, f32, &sb));
-    CHECK(!gemm_tiled_run(&g, bufs, f32, &sb, uk, store_tile, NULL, &e));
+    CHECK(!gemm_tiled_run(&g, bufs, f32, &sb, uk, store_tile, NULL, NULL, &e));
     CHECK(strstr(e.msg, "unit-stride") != NULL);
     g.b.col_stride = dim_static(1);
     CHECK(gemm_tiled_supported(&g, bufs, f32, &sb));
     CHECK(!gemm_tiled_supported(&g, bufs, f16, &sb));
     g.b.row_stride = dim_static(INT64_MAX / 2); /* indices past int64 */
     CHECK(!gemm_tiled_supported(&g, bufs, f32, &sb));
+}
+
+/* Every tiling the autotuner can choose computes the same product: forced forms (BCAST on
+ * the dot layout packs transposed panels), short k blocks, small macro blocks, either
+ * split, and C stored without the TileFn (the epilogue then runs on its own). */
+static void test_tilings(const Ukernels *uk, Pool *pool)
+{
+    const Case cases[] = {
+        {37, 70, 300, {0}, {.trans = true}, 0, {0}, true},
+        {64, 33, 1040, {0}, {.trans = true}, 0, {0}, false},
+        {17, 100, 257, {0}, {0}, 0, {0}, true},
+        {5, 9, 40, {0}, {.trans = true}, 1, {3}, false},
+    };
+    const GemmForm forms[] = {GEMM_FORM_AUTO, GEMM_FORM_DOT, GEMM_FORM_BCAST};
+    const int64_t kcs[] = {0, 16, 200}, mcs[] = {0, 1, 3};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int f = 0; f < 3; f++)
+            for (int k = 0; k < 3; k++)
+                for (int m = 0; m < 3; m++)
+                    for (int sp = GEMM_SPLIT_ROWS; sp <= GEMM_SPLIT_COLS; sp++)
+                        for (int so = 0; so < 2; so++) {
+                            GemmTiling t = {forms[f], kcs[k], mcs[m], sp, so};
+                            tiling = &t;
+                            run_case(&cases[c], uk, pool);
+                        }
+    tiling = NULL;
 }
 
 /* The whole suite for one micro-kernel shape. */
@@ -404,6 +434,10 @@ static void test_shape(const UkernelShape *shape, bool full)
         test_symbolic(&jit.uk, p);
     }
     test_unsupported(&jit.uk);
+    if (full) {
+        test_tilings(&jit.uk, NULL);
+        test_tilings(&jit.uk, pool);
+    }
     pool_free(pool);
     ukjit_close(&jit);
 }
