@@ -13,6 +13,7 @@ const Pass pass_table[] = {
     {"decompose", pass_decompose, "replace composite ops (softmax, attention, ...) by primitives"},
     {"decompose_fused", pass_decompose_fused,
      "decompose, but keep attention whole (for the CUDA backend's fused kernel)"},
+    {"pad", pass_pad, "zero-pad matmul N and K to multiples of 16, slicing the result back"},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 

@@ -41,6 +41,21 @@ Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
  * attention kernel (CUDA). */
 Graph *pass_decompose_fused(const Graph *g, Err *e);
 
+/* pad.c: GEMM dimensions padded to a multiple (tensor cores want 8/16 elements, the CPU
+ * kernel its vector width). Each matmul whose static N or K is not a multiple and that
+ * want(ctx, g, node) accepts (want NULL: all) gets its operands zero-padded (a's last axis
+ * and b's second-to-last to K', b's last to N') and its result sliced back to N: exact,
+ * the added terms are 0*0 and the extra columns are cut. Symbolic dims and M stay. */
+typedef bool (*PadWant)(void *ctx, const Graph *g, int node);
+Graph *pass_pad_gemm(const Graph *g, int multiple, PadWant want, void *ctx, Err *e);
+/* The pass table's "pad": multiple 16, every matmul. */
+Graph *pass_pad(const Graph *g, Err *e);
+/* For a caller deciding what to pad: matmul node's N and K (-1 when symbolic) and their
+ * padded sizes (equal when already a multiple, or symbolic); false when node is not a
+ * matmul (or multiple < 1). Any out pointer may be NULL. */
+bool pad_gemm_dims(const Graph *g, int node, int multiple, int64_t *n, int64_t *k,
+                   int64_t *n_padded, int64_t *k_padded);
+
 /* Folded values larger than this stay as computations: constants print as text. */
 #define FOLD_MAX_ELEMS 65536
 
