@@ -15,10 +15,28 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static const char *const mode_names[] = {
+    [MODE_DEFAULT] = "default", [MODE_REDUCE_OVERHEAD] = "reduce-overhead",
+    [MODE_MAX_AUTOTUNE] = "max-autotune"};
+
+bool compile_mode_parse(const char *s, CompileMode *m)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, mode_names[i]) == 0) {
+            *m = (CompileMode)i;
+            return true;
+        }
+    return false;
+}
+
+const char *compile_mode_name(CompileMode m) { return mode_names[m]; }
+
 void compiled_free(Compiled *c)
 {
     if (!c)
         return;
+    tune_cache_free(c->cache);
+    free(c->tuned_cfg);
     engine_free(c->en);
     cuda_engine_free(c->cu);
     cpu_free(c->m);
@@ -80,6 +98,26 @@ static bool pick_device(const CompileOptions *o, Device *dev, Err *e)
 }
 
 /* The CPU: LLVM's module (or the package's object) and an engine over it. */
+/* max-autotune: the cache opened now (a corrupt one warns and starts empty), the tuning
+ * itself at the first run of each size. */
+static bool tune_setup(Compiled *c, const CompileOptions *o, Err *e)
+{
+    c->mode = o->mode;
+    if (o->mode != MODE_MAX_AUTOTUNE)
+        return true;
+    const char *path = o->tune_cache ? o->tune_cache : tune_cache_default_path();
+    if (!path) {
+        err_set(e, ERR_USAGE, "max-autotune: no cache file (set COIL_CACHE_DIR or HOME)");
+        return false;
+    }
+    c->cache = tune_cache_open(path, e);
+    if (path != o->tune_cache)
+        free((char *)path);
+    c->tune = (TuneCpuOptions){.cache = c->cache, .measure = true, .progress = o->tune_progress,
+                               .report = o->tune_report};
+    return c->cache != NULL;
+}
+
 static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
 {
     double t0 = now();
@@ -88,7 +126,7 @@ static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
         c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &o->cpu, e);
     c->llvm_s = now() - t0;
     c->from_object = o->object != NULL;
-    return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL;
+    return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL && tune_setup(c, o, e);
 }
 
 static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
@@ -96,6 +134,10 @@ static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
     double t0 = now();
     CudaEngineOptions co = o->cuda;
     co.profile = o->profile;
+    co.graphs = co.graphs || o->mode != MODE_DEFAULT;
+    if (o->mode == MODE_MAX_AUTOTUNE)
+        fprintf(stderr, "coil: warning: max-autotune on a GPU measures nothing yet (no GPU "
+                "candidates are tuned in this version): the heuristics, with CUDA graphs\n");
     c->cu = cuda_engine_new(c->p, &co, e);
     c->llvm_s = now() - t0;
     c->from_object = co.cubin != NULL;
@@ -152,11 +194,21 @@ static const char *pipeline_for(const CompileOptions *o)
     return o && o->device && strcmp(o->device, "cuda") == 0 ? pass_pipeline_cuda : pass_pipeline;
 }
 
+/* Padding to whole AVX-512 vectors of f32: what the CPU's kernels would prefer, if any. */
+#define CPU_PAD_MULTIPLE 16
+
+static bool padding_tuned(const CompileOptions *o)
+{
+    return o && o->mode == MODE_MAX_AUTOTUNE && o->tune_sizes &&
+           !(o->device && strcmp(o->device, "cuda") == 0);
+}
+
 Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 {
     double t0 = now();
     Graph *g = graph_copy(src, e);
-    if (!g || !run_passes(&g, pipeline_for(o), e) || !same_params(src, g, e)) {
+    if (!g || !run_passes(&g, pipeline_for(o), e) || !same_params(src, g, e) ||
+        (padding_tuned(o) && !tune_pad(&g, o->tune_sizes, CPU_PAD_MULTIPLE, o, e))) {
         graph_free(g);
         return NULL;
     }
@@ -170,8 +222,30 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                   Err *e)
 {
-    return c->cu ? cuda_engine_run(c->cu, inputs, params, outputs, e)
-                 : engine_run(c->en, inputs, params, outputs, e);
+    if (c->cu)
+        return cuda_engine_run(c->cu, inputs, params, outputs, e);
+    if (!engine_run(c->en, inputs, params, outputs, e))
+        return false;
+    const SymBind *sb = engine_symbols(c->en);
+    if (c->mode != MODE_MAX_AUTOTUNE || (c->tuned && memcmp(sb, &c->tuned_sb, sizeof *sb) == 0))
+        return true;
+    double t0 = now();
+    bool ok = tune_cpu(c->en, c->p, &c->tune, e);
+    c->tune_s += now() - t0;
+    c->tuned_sb = *sb, c->tuned = ok;
+    free(c->tuned_cfg);
+    c->tuned_cfg = ok ? calloc((size_t)c->p->nstep + 1, sizeof *c->tuned_cfg) : NULL;
+    for (int s = 0; c->tuned_cfg && s < c->p->nstep; s++)
+        c->tuned_cfg[s] = *engine_config(c->en, s);
+    for (int i = 0; !ok && i < c->g->noutput; i++)
+        tensor_free(&outputs[i]);
+    return ok;
+}
+
+void compiled_use_tuning(Compiled *c, bool on)
+{
+    for (int s = 0; c->en && c->tuned_cfg && s < c->p->nstep; s++)
+        engine_configure(c->en, s, on ? &c->tuned_cfg[s] : NULL);
 }
 
 const MemoryPlan *compiled_plan(const Compiled *c)

@@ -9,6 +9,16 @@
 #include "codegen/lower.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/engine.h"
+#include "runtime/tune_cpu.h"
+
+/* What a compile optimises for (--mode): the heuristics alone; the same with CUDA graphs
+ * (a GPU's launch overhead gone; on the CPU the same as default); or every kernel's
+ * candidates measured at the first run of each size, and chosen by the cache after. */
+typedef enum CompileMode { MODE_DEFAULT, MODE_REDUCE_OVERHEAD, MODE_MAX_AUTOTUNE } CompileMode;
+
+/* "default", "reduce-overhead", "max-autotune" into *m; false for anything else. */
+bool compile_mode_parse(const char *s, CompileMode *m);
+const char *compile_mode_name(CompileMode m);
 
 typedef struct CompileOptions {
     bool no_fusion;      /* one kernel per op, no epilogues (--no-fusion) */
@@ -23,6 +33,12 @@ typedef struct CompileOptions {
                             NVRTC for its architecture, GEMMs on cuBLAS); where no GPU can
                             run, compiling fails with the reason */
     CudaEngineOptions cuda; /* with device "cuda" (profile above sets its profile) */
+    CompileMode mode;
+    const char *tune_cache;   /* max-autotune: the cache file (NULL: tune_cache_default_path) */
+    bool tune_progress;       /* max-autotune: a progress bar on stderr while measuring */
+    TuneReport *tune_report;  /* max-autotune: what the tuning found (NULL: not kept) */
+    const SymBind *tune_sizes;/* max-autotune: the sizes to decide shape padding at (NULL:
+                                 no padding; kernels are tuned at each run's sizes) */
 } CompileOptions;
 
 typedef struct Compiled {
@@ -34,6 +50,13 @@ typedef struct Compiled {
     double passes_s, lower_s, llvm_s; /* seconds in each stage (llvm_s: NVRTC and loading
                                          the module, on a GPU) */
     bool from_object;    /* the kernels were a package's object, not compiled here */
+    CompileMode mode;
+    TuneCache *cache;    /* max-autotune on the CPU */
+    TuneCpuOptions tune;
+    SymBind tuned_sb;    /* the sizes the engine is tuned for */
+    bool tuned;
+    StepConfig *tuned_cfg; /* per step, what the tuning chose (for compiled_use_tuning) */
+    double tune_s;       /* seconds spent tuning (measuring, or reading the cache) */
 } Compiled;
 
 /* Optimise a copy of g (verify, decompose, fold, cse, dce) and compile it. Errors from any
@@ -47,11 +70,21 @@ void compiled_free(Compiled *c);
 bool compile_plan(const Graph *g, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,
                   Err *e);
 
+/* tune_pad.c, for max-autotune: the matmuls of *g whose N or K are not multiples of
+ * `multiple`, each compiled alone as it is and padded (passes/pad.c) and timed at sizes
+ * sb; *g replaced by a graph padded where padding measured faster. Cached per device. */
+bool tune_pad(Graph **g, const SymBind *sb, int multiple, const CompileOptions *o, Err *e);
+
 /* Run with interp_run's conventions: inputs in graph order, params in graph_params order
  * of the source graph (the same order: passes keep parameters and their order), outputs
- * allocated here. */
+ * allocated here. With max-autotune, the first run at new sizes then tunes the engine
+ * (tune_cpu) for the runs after it. */
 bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                   Err *e);
+/* max-autotune on the CPU, after the tuning run: the chosen configurations (true) or the
+ * heuristics (false), so `coil bench` can time both in one process. */
+void compiled_use_tuning(Compiled *c, bool on);
+
 /* The engine's memory plan and per-step seconds, whichever device runs it (see
  * engine_plan, engine_step_seconds, and their cuda_engine_ twins). */
 const MemoryPlan *compiled_plan(const Compiled *c);

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "frontend/frontend.h"
 #include "tools/cli.h"
@@ -193,12 +194,21 @@ int check_device(const Command *cmd, const Args *a)
         return usage_error(cmd, "%s applies to --device cuda", gpu_only);
     if (a->blas && device_is_cuda(a))
         return usage_error(cmd, "--blas applies to the CPU (a GPU's GEMMs are cuBLAS's)");
+    CompileMode m;
+    if (a->mode && !compile_mode_parse(a->mode, &m))
+        return usage_error(cmd, "--mode %s: expected default, reduce-overhead or max-autotune",
+                           a->mode);
     return EXIT_OK;
 }
 
 CompileOptions compile_options(const Args *a, int threads)
 {
+    CompileMode mode = MODE_DEFAULT;
+    if (a->mode)
+        compile_mode_parse(a->mode, &mode);
     return (CompileOptions){.no_fusion = a->no_fusion, .blas_gemm = a->blas, .threads = threads,
                             .device = a->device,
-                            .cuda = {.graphs = a->graphs, .allow_tf32 = a->tf32}};
+                            .cuda = {.graphs = a->graphs, .allow_tf32 = a->tf32},
+                            .mode = mode, .tune_cache = a->cache,
+                            .tune_progress = isatty(STDERR_FILENO)};
 }

@@ -35,7 +35,7 @@ struct Args {
     const char *model;
     bool help, interp, params, train, all, no_fusion, json, blas, profile, graphs, tf32;
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
-        *warmup, *peak, *emit, *mode, *device, *arch;
+        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report;
     List input, set, dim; /* "NAME=VALUE" strings */
 };
 
@@ -72,7 +72,7 @@ Graph *load_model(const Args *a, uint64_t seed, Err *e);
 int check_device(const Command *cmd, const Args *a);
 bool device_is_cuda(const Args *a);
 /* Compile options from --no-fusion, --threads (already checked), --blas, --device,
- * --cuda-graphs and --allow-tf32. */
+ * --cuda-graphs, --allow-tf32, --mode (checked by check_device) and --cache. */
 CompileOptions compile_options(const Args *a, int threads);
 
 /* ---------------------------------------------------------------- prepare.c */
@@ -99,5 +99,16 @@ Compiled *prepared_compile(const Prepared *r, const CompileOptions *o, Err *e);
 int cmd_run(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_bench(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_compile(const Command *cmd, Args *a, int argc, char **argv);
+int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv);
+
+/* --mode's help lines, shared by the commands that take it. */
+#define MODE_HELP                                                                         \
+    "  --mode MODE            default: the heuristics, nothing measured; reduce-overhead:\n" \
+    "                         the same, replayed as CUDA graphs on a GPU (on the CPU, as\n"  \
+    "                         default); max-autotune: every kernel's candidates measured\n" \
+    "                         at the first run of each size and the fastest kept, in the\n"  \
+    "                         cache for later compiles (CPU; a GPU measures nothing yet)\n" \
+    "  --cache FILE           max-autotune's cache (default $COIL_CACHE_DIR/autotune.json,\n" \
+    "                         else ~/.cache/coil/autotune.json)\n"
 
 #endif

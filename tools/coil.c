@@ -220,6 +220,7 @@ static const Command commands[] = {
      "                         compiled for\n"
      "  --cuda-graphs          cuda: replay the run as a CUDA graph once captured\n"
      "  --allow-tf32           cuda: f32 GEMMs in TF32 (about 1e-3 relative error)\n"
+     MODE_HELP
      "\n"
      "Prints one line per output (name, type, sum, mean |x|), then the time and FLOPs.\n"},
     {"bench", cmd_bench, "time a compiled model: latency, throughput, GFLOP/s, peak fraction",
@@ -247,7 +248,35 @@ static const Command commands[] = {
      "  --profile              also time every step and list the slowest\n"
      "  --device cpu|cuda      where to run (default cpu)\n"
      "  --cuda-graphs          cuda: replay each run as a CUDA graph once captured\n"
-     "  --allow-tf32           cuda: f32 GEMMs in TF32\n"},
+     "  --allow-tf32           cuda: f32 GEMMs in TF32\n"
+     MODE_HELP
+     "\n"
+     "With --mode max-autotune the first run tunes (its time is reported apart), then the\n"
+     "timed runs use the tuned kernels, and the same runs with the heuristics' kernels are\n"
+     "timed too: the line 'max-autotune' gives the whole model's speed-up over default.\n"},
+    {"autotune", cmd_autotune, "measure every kernel's candidates and keep the fastest",
+     "usage: coil autotune MODEL [options]\n"
+     "\n"
+     "Compiles MODEL in max-autotune mode and runs it once at the given sizes: each distinct\n"
+     "kernel (identical layers count once) is timed alone on real-shaped buffers with every\n"
+     "candidate the search reaches (GEMMs: coil's kernels at several blockings, fused or\n"
+     "separate epilogue, and OpenBLAS; other kernels: how many chunks their loop is split\n"
+     "into), by coordinate descent from the default; a candidate whose results differ from\n"
+     "the default's is rejected. Choices go to the cache, so the next compile of the same\n"
+     "model at the same sizes on this machine measures nothing. A progress bar shows on a\n"
+     "terminal; a table of kernels, shapes, candidates, times and choices at the end.\n"
+     "\n"
+     "options:\n"
+     "  --batch N              the batch size: the size of symbol B (default 2)\n"
+     "  --dim NAME=N           size of another symbolic dimension (repeatable)\n"
+     "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --threads N            threads (default: one per CPU); choices are per thread count\n"
+     "  --report FILE.json     every candidate's configuration and time, as JSON\n"
+     "  --cache FILE           the cache (default $COIL_CACHE_DIR/autotune.json, else\n"
+     "                         ~/.cache/coil/autotune.json)\n"
+     "  --seed N               seed of the random inputs and parameters\n"
+     "  --no-fusion            tune the unfused program\n"
+     "  --device cpu           (cuda: not tuned in this version; refused)\n"},
     {"compile", cmd_compile, "compile a model ahead of time into a package directory",
      "usage: coil compile MODEL -o DIR [options]\n"
      "\n"
@@ -314,7 +343,20 @@ static void print_passes(FILE *f)
 {
     fprintf(f, "\npasses (coil opt --passes=...):\n");
     for (int i = 0; i < pass_count; i++)
-        fprintf(f, "  %-10s %s\n", pass_table[i].name, pass_table[i].help);
+        fprintf(f, "  %-15s %s\n", pass_table[i].name, pass_table[i].help);
+}
+
+/* The compile modes, as run, bench and autotune take them (--mode). */
+static void print_modes(FILE *f)
+{
+    fprintf(f, "\nmodes (run, bench: --mode=...):\n"
+               "  default          heuristics only: nothing is measured, compile in milliseconds\n"
+               "  reduce-overhead  default, and on a GPU each run replayed as a CUDA graph\n"
+               "  max-autotune     every distinct kernel's candidates measured at the first run\n"
+               "                   of each size (GEMM blockings, OpenBLAS, fused or separate\n"
+               "                   epilogues, thread splits; padding of odd GEMM shapes), the\n"
+               "                   fastest correct one kept and cached per device, so the next\n"
+               "                   compile measures nothing. CPU only in this version.\n");
 }
 
 static void print_usage(FILE *f)
@@ -324,6 +366,7 @@ static void print_usage(FILE *f)
     for (int i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     print_passes(f);
+    print_modes(f);
     fprintf(f, "\nRun 'coil COMMAND --help' for a command's options.\n");
 }
 

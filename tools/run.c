@@ -79,6 +79,9 @@ static void print_timing(const Outcome *o)
            st.gemm_generated + st.gemm_blas);
     printf("time %.3f ms (compiled; GEMMs: %d generated, %d OpenBLAS), %.4g FLOPs\n",
            o->seconds * 1e3, st.gemm_generated, st.gemm_blas, o->flops);
+    if (c->mode == MODE_MAX_AUTOTUNE)
+        printf("autotune %.2f s of that (max-autotune: measured, or read from the cache)\n",
+               c->tune_s);
 }
 
 static bool write_outputs(const Graph *g, const Tensor *outputs, const char *dir, Err *e)
@@ -112,6 +115,7 @@ static bool evaluate(const Prepared *r, const Args *a, int threads, Outcome *o, 
         return ok;
     }
     CompileOptions co = compile_options(a, threads);
+    co.tune_sizes = &r->sb;
     Compiled *c = prepared_compile(r, &co, e);
     if (!c)
         return false;
@@ -132,6 +136,7 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
         {"--threads", .value = &a->threads}, {"--no-fusion", .on = &a->no_fusion},
         {"--blas", .on = &a->blas},     {"--device", .value = &a->device},
         {"--cuda-graphs", .on = &a->graphs}, {"--allow-tf32", .on = &a->tf32},
+        {"--mode", .value = &a->mode},  {"--cache", .value = &a->cache},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;

@@ -1,0 +1,28 @@
+/* tune_cpu.h — the autotuner on the CPU engine: each step of a Program measured alone on
+ * real-shaped buffers, its candidates searched by codegen/autotune's coordinate descent,
+ * the fastest correct one configured into the engine and remembered in the cache. */
+#ifndef COIL_RUNTIME_TUNE_CPU_H
+#define COIL_RUNTIME_TUNE_CPU_H
+
+#include "codegen/autotune/cache.h"
+#include "codegen/autotune/report.h"
+#include "runtime/engine.h"
+
+typedef struct TuneCpuOptions {
+    TuneCache *cache;   /* choices read and written here; NULL: none */
+    bool measure;       /* false: only the cache's choices (a miss keeps the heuristic) */
+    bool progress;      /* a progress bar on stderr */
+    TuneReport *report; /* every kernel's result (NULL: none) */
+    TuneBudget budget;  /* zero: 5 runs, 10 ms of timed runs at least, 200 at most */
+} TuneCpuOptions;
+
+/* Tune the engine's steps at the sizes of its latest run (engine_run first; the steps
+ * then run once more, in order, so each is measured on the values it really reads).
+ * Identical steps (same loop IR up to buffer names, same sizes) are tuned once. */
+bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e);
+
+/* This machine as the cache keys it: the CPU model, a hash of its feature flags, the
+ * engine's thread count. */
+void tune_cpu_device(char *buf, size_t n, int threads);
+
+#endif
