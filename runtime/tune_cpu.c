@@ -468,6 +468,25 @@ static int step_keys(const Engine *en, const Program *p, const char *device, See
     return distinct;
 }
 
+/* Whether any step will be measured: a first step of its key with something to choose
+ * and no choice in the cache. */
+static bool must_measure(const Engine *en, const Program *p, const TuneCpuOptions *o,
+                         const Seen *seen)
+{
+    for (int s = 0; o->measure && s < p->nstep; s++) {
+        int first = 0;
+        while (first < s && strcmp(seen[first].key, seen[s].key) != 0)
+            first++;
+        TuneSpace sp;
+        if (first < s)
+            continue;
+        space_of(en, p, s, &sp);
+        if (sp.nknob > 0 && !(o->cache && tune_cache_get(o->cache, seen[s].key)))
+            return true;
+    }
+    return false;
+}
+
 bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e)
 {
     if (!engine_symbols(en)) {
@@ -485,14 +504,16 @@ bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e)
     }
     int total = step_keys(en, p, device, seen), done = 0;
     double t0 = now();
-    bool ok = true, measured = false;
+    /* Measuring runs the steps again, in order, so each reads real values; with every
+     * choice in the cache the latest run's results stand and nothing runs. */
+    bool ok = true, measured = false, replay = must_measure(en, p, o, seen);
     for (int s = 0; ok && s < p->nstep; s++) {
         int first = 0;
         while (first < s && strcmp(seen[first].key, seen[s].key) != 0)
             first++;
         if (first == s || !seen[s].key[0]) {
             ok = decide(en, p, s, o, seen[s].key, &seen[s], &measured, e);
-            if (o->progress)
+            if (o->progress && replay)
                 tune_progress(stderr, ++done, total, now() - t0, seen[s].key[0] ? "" : "");
         } else {
             seen[s].cfg = seen[first].cfg, seen[s].report = seen[first].report;
@@ -500,7 +521,7 @@ bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e)
                 o->report->k[seen[s].report].steps++;
         }
         engine_configure(en, s, &seen[s].cfg);
-        ok = ok && engine_run_step(en, s, e); /* the next step reads what this one wrote */
+        ok = ok && (!replay || engine_run_step(en, s, e)); /* the next reads what it wrote */
     }
     if (o->report)
         o->report->seconds = now() - t0;

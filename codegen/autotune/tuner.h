@@ -73,8 +73,9 @@ void tune_point_text(const TuneSpace *sp, const TunePoint *pt, char *buf, size_t
 bool tune_point_parse(const TuneSpace *sp, const char *text, TunePoint *pt);
 
 /* Timing one candidate: run(ctx, i) performs run i (untimed preparation inside is fine)
- * and gives its seconds; one warm-up, then at least min_runs and until min_seconds of
- * timed runs have passed (at most max_runs); the median. */
+ * and gives its seconds; one warm-up, then at least min_runs (3 when the warm-up took
+ * over 50 ms) and until min_seconds of timed runs have passed (at most max_runs); the
+ * median. */
 typedef bool (*TuneRunFn)(void *ctx, int i, double *seconds, Err *e);
 typedef struct TuneBudget {
     int min_runs, max_runs;
