@@ -86,7 +86,8 @@ static bool itensor_alloc(const Graph *g, const Node *n, const SymBind *sb, ITen
     return true;
 }
 
-bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb, ITensor *out, Err *e)
+static bool eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb, bool exact,
+                      ITensor *out, Err *e)
 {
     const Node *n = &g->node[id];
     if (!itensor_alloc(g, n, sb, out, e))
@@ -98,9 +99,14 @@ bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *
         out->d = NULL;
         return false;
     }
-    for (int64_t i = 0; i < out->n; i++)
+    for (int64_t i = 0; !exact && i < out->n; i++)
         out->d[i] = dtype_round(n->type.dt, out->d[i]);
     return true;
+}
+
+bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb, ITensor *out, Err *e)
+{
+    return eval_node(g, id, in, sb, false, out, e);
 }
 
 /* Input or param: check the host tensor against the node's type, widen to f64. */
@@ -142,8 +148,27 @@ static int *last_uses(const Graph *g)
     return last;
 }
 
-bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tensor *outputs,
-                double *flops, Err *e)
+/* A copy of each output's values into kept[] (the caller frees each .d). */
+static bool keep_outputs(const Graph *g, const ITensor *val, ITensor *kept, Err *e)
+{
+    for (int i = 0; i < g->noutput; i++) {
+        kept[i] = val[g->output[i]];
+        kept[i].d = malloc((size_t)(kept[i].n > 0 ? kept[i].n : 1) * sizeof(double));
+        if (!kept[i].d) {
+            while (i-- > 0)
+                free(kept[i].d);
+            err_set(e, ERR_INPUT, "out of memory keeping the outputs");
+            return false;
+        }
+        memcpy(kept[i].d, val[g->output[i]].d, (size_t)kept[i].n * sizeof(double));
+    }
+    return true;
+}
+
+/* The graph evaluated node by node (values rounded to their dtypes unless exact), the
+ * outputs' f64 values copied into kept[]. */
+static bool run_graph(const Graph *g, const Tensor *inputs, const Tensor *params, bool exact,
+                      ITensor *kept, double *flops, Err *e)
 {
     SymBind sb;
     if (!bind_inputs(g, inputs, &sb, e))
@@ -163,7 +188,7 @@ bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tens
         else if (n->op == OP_PARAM)
             ok = load_leaf(g, n, &params[nparam++], &sb, &val[i], e);
         else
-            ok = interp_eval_node(g, i, in, &sb, &val[i], e);
+            ok = eval_node(g, i, in, &sb, exact, &val[i], e);
         if (ok)
             total += op_info[n->op].flops(n, in, &val[i]);
         for (int j = 0; ok && j < n->nin; j++)
@@ -176,12 +201,7 @@ bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tens
             val[i].d = NULL;
         }
     }
-    int done = 0;
-    for (; ok && done < g->noutput; done++)
-        ok = store_output(&val[g->output[done]], g->node[g->output[done]].type.dt, &outputs[done], e);
-    if (!ok)
-        for (int i = 0; i < done; i++)
-            tensor_free(&outputs[i]);
+    ok = ok && keep_outputs(g, val, kept, e);
     if (!val || !last)
         err_set(e, ERR_INPUT, "out of memory starting the interpreter");
     for (int i = 0; val && i < g->nnode; i++)
@@ -191,4 +211,29 @@ bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tens
     if (ok && flops)
         *flops = total;
     return ok;
+}
+
+bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tensor *outputs,
+                double *flops, Err *e)
+{
+    ITensor *kept = calloc((size_t)g->noutput + 1, sizeof *kept);
+    bool ok = kept && run_graph(g, inputs, params, false, kept, flops, e);
+    int done = 0;
+    for (; ok && done < g->noutput; done++)
+        ok = store_output(&kept[done], g->node[g->output[done]].type.dt, &outputs[done], e);
+    if (!ok)
+        for (int i = 0; i < done; i++)
+            tensor_free(&outputs[i]);
+    for (int i = 0; kept && i < g->noutput; i++)
+        free(kept[i].d);
+    if (!kept)
+        err_set(e, ERR_INPUT, "out of memory starting the interpreter");
+    free(kept);
+    return ok;
+}
+
+bool interp_run_f64(const Graph *g, const Tensor *inputs, const Tensor *params, ITensor *outputs,
+                    Err *e)
+{
+    return run_graph(g, inputs, params, true, outputs, NULL, e);
 }

@@ -366,6 +366,10 @@ bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params,
                 Tensor *outputs, double *flops, Err *e);
 /* Evaluate one node from operand values (constant folding uses this): allocates out
  * at the node's type resolved under sb, runs the op's eval, rounds to the dtype. */
+/* The same without rounding: every value kept in f64 (for gradient checks by finite
+ * differences); outputs[i].d malloc'd, the caller frees them. */
+bool interp_run_f64(const Graph *g, const Tensor *inputs, const Tensor *params, ITensor *outputs,
+                    Err *e);
 bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb,
                       ITensor *out, Err *e);
 

@@ -106,6 +106,16 @@ int dec_dropout(Builder *b, const Node *n, const int *in);
 int dec_cross_entropy(Builder *b, const Node *n, const int *in);
 int dec_attention(Builder *b, const Node *n, const int *in);
 
+/* grad.c: the gradient rules (GradFn), and g summed back to a broadcast operand's type. */
+#define GRAD(name) bool grad_##name(Builder *b, const Node *n, const int *in, int out, int g, int *din);
+GRAD(neg) GRAD(abs) GRAD(exp) GRAD(log) GRAD(sqrt) GRAD(rsqrt) GRAD(reciprocal) GRAD(tanh)
+GRAD(sigmoid) GRAD(relu) GRAD(gelu) GRAD(gelu_tanh) GRAD(silu) GRAD(sin) GRAD(cos) GRAD(erf)
+GRAD(add) GRAD(sub) GRAD(mul) GRAD(div) GRAD(pow) GRAD(maximum) GRAD(minimum) GRAD(where)
+GRAD(cast) GRAD(sum) GRAD(mean) GRAD(extremum) GRAD(matmul) GRAD(transpose) GRAD(reshape)
+GRAD(expand) GRAD(slice) GRAD(concat) GRAD(gather)
+#undef GRAD
+int grad_unbroadcast(Builder *b, int g, const Type *to);
+
 /* optable.c: FLOP counts shared by many rows */
 double flops_zero(const Node *n, const ITensor *in, const ITensor *out);
 double flops_elems(const Node *n, const ITensor *in, const ITensor *out);

@@ -32,14 +32,14 @@ static const AttrSpec a_attention[] = {{"causal", AK_BOOL, false, 0}, {"scale", 
 
 #define LEAF(nm, infer, eval, attrs) \
     {nm, 0, 0, OPF_LEAF | OPF_TYPED, attrs, infer, eval, flops_zero, NULL, NULL, NULL, NULL}
-#define UNARY(nm, fn, infer) \
-    {nm, 1, 1, OPF_POINTWISE, NONE, infer, eval_unary, flops_elems, fn, NULL, NULL, NULL}
-#define BINARY(nm, fn, infer, fl) \
-    {nm, 2, 2, OPF_POINTWISE | (fl), NONE, infer, eval_binary, flops_elems, NULL, fn, NULL, NULL}
-#define REDUCE(nm) \
-    {nm, 1, 1, OPF_REDUCE, SPECS(a_reduce), infer_reduce, eval_reduce, flops_reduce, NULL, NULL, NULL, NULL}
-#define VIEW(nm, nmin, nmax, fl, attrs, infer, eval) \
-    {nm, nmin, nmax, OPF_VIEW | (fl), attrs, infer, eval, flops_zero, NULL, NULL, NULL, NULL}
+#define UNARY(nm, fn, infer, gr) \
+    {nm, 1, 1, OPF_POINTWISE, NONE, infer, eval_unary, flops_elems, fn, NULL, NULL, gr}
+#define BINARY(nm, fn, infer, fl, gr) \
+    {nm, 2, 2, OPF_POINTWISE | (fl), NONE, infer, eval_binary, flops_elems, NULL, fn, NULL, gr}
+#define REDUCE(nm, gr) \
+    {nm, 1, 1, OPF_REDUCE, SPECS(a_reduce), infer_reduce, eval_reduce, flops_reduce, NULL, NULL, NULL, gr}
+#define VIEW(nm, nmin, nmax, fl, attrs, infer, eval, gr) \
+    {nm, nmin, nmax, OPF_VIEW | (fl), attrs, infer, eval, flops_zero, NULL, NULL, NULL, gr}
 #define COMPOSITE(nm, nmin, nmax, fl, attrs, infer, eval, flops, dec) \
     {nm, nmin, nmax, OPF_COMPOSITE | (fl), attrs, infer, eval, flops, NULL, NULL, dec, NULL}
 
@@ -52,62 +52,62 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_RAND] = {"rand", 0, 0, OPF_LEAF | OPF_TYPED | OPF_RANDOM, SPECS(a_rand), infer_leaf,
                  eval_rand, flops_elems, NULL, NULL, NULL, NULL},
 
-    [OP_NEG] = UNARY("neg", s_neg, infer_unary),
-    [OP_ABS] = UNARY("abs", s_abs, infer_unary),
-    [OP_EXP] = UNARY("exp", s_exp, infer_unary_float),
-    [OP_LOG] = UNARY("log", s_log, infer_unary_float),
-    [OP_SQRT] = UNARY("sqrt", s_sqrt, infer_unary_float),
-    [OP_RSQRT] = UNARY("rsqrt", s_rsqrt, infer_unary_float),
-    [OP_RECIPROCAL] = UNARY("reciprocal", s_reciprocal, infer_unary_float),
-    [OP_TANH] = UNARY("tanh", s_tanh, infer_unary_float),
-    [OP_SIGMOID] = UNARY("sigmoid", s_sigmoid, infer_unary_float),
-    [OP_RELU] = UNARY("relu", s_relu, infer_unary),
-    [OP_GELU] = UNARY("gelu", s_gelu, infer_unary_float),
-    [OP_GELU_TANH] = UNARY("gelu_tanh", s_gelu_tanh, infer_unary_float),
-    [OP_SILU] = UNARY("silu", s_silu, infer_unary_float),
-    [OP_SIN] = UNARY("sin", s_sin, infer_unary_float),
-    [OP_COS] = UNARY("cos", s_cos, infer_unary_float),
-    [OP_ERF] = UNARY("erf", s_erf, infer_unary_float),
+    [OP_NEG] = UNARY("neg", s_neg, infer_unary, grad_neg),
+    [OP_ABS] = UNARY("abs", s_abs, infer_unary, grad_abs),
+    [OP_EXP] = UNARY("exp", s_exp, infer_unary_float, grad_exp),
+    [OP_LOG] = UNARY("log", s_log, infer_unary_float, grad_log),
+    [OP_SQRT] = UNARY("sqrt", s_sqrt, infer_unary_float, grad_sqrt),
+    [OP_RSQRT] = UNARY("rsqrt", s_rsqrt, infer_unary_float, grad_rsqrt),
+    [OP_RECIPROCAL] = UNARY("reciprocal", s_reciprocal, infer_unary_float, grad_reciprocal),
+    [OP_TANH] = UNARY("tanh", s_tanh, infer_unary_float, grad_tanh),
+    [OP_SIGMOID] = UNARY("sigmoid", s_sigmoid, infer_unary_float, grad_sigmoid),
+    [OP_RELU] = UNARY("relu", s_relu, infer_unary, grad_relu),
+    [OP_GELU] = UNARY("gelu", s_gelu, infer_unary_float, grad_gelu),
+    [OP_GELU_TANH] = UNARY("gelu_tanh", s_gelu_tanh, infer_unary_float, grad_gelu_tanh),
+    [OP_SILU] = UNARY("silu", s_silu, infer_unary_float, grad_silu),
+    [OP_SIN] = UNARY("sin", s_sin, infer_unary_float, grad_sin),
+    [OP_COS] = UNARY("cos", s_cos, infer_unary_float, grad_cos),
+    [OP_ERF] = UNARY("erf", s_erf, infer_unary_float, grad_erf),
 
-    [OP_ADD] = BINARY("add", s_add, infer_binary, OPF_COMMUTATIVE),
-    [OP_SUB] = BINARY("sub", s_sub, infer_binary, 0),
-    [OP_MUL] = BINARY("mul", s_mul, infer_binary, OPF_COMMUTATIVE),
-    [OP_DIV] = BINARY("div", s_div, infer_binary, 0),
-    [OP_POW] = BINARY("pow", s_pow, infer_binary, 0),
-    [OP_MAXIMUM] = BINARY("maximum", s_maximum, infer_binary, OPF_COMMUTATIVE),
-    [OP_MINIMUM] = BINARY("minimum", s_minimum, infer_binary, OPF_COMMUTATIVE),
-    [OP_EQ] = BINARY("eq", s_eq, infer_compare, OPF_COMMUTATIVE),
-    [OP_NE] = BINARY("ne", s_ne, infer_compare, OPF_COMMUTATIVE),
-    [OP_LT] = BINARY("lt", s_lt, infer_compare, 0),
-    [OP_LE] = BINARY("le", s_le, infer_compare, 0),
-    [OP_GT] = BINARY("gt", s_gt, infer_compare, 0),
-    [OP_GE] = BINARY("ge", s_ge, infer_compare, 0),
+    [OP_ADD] = BINARY("add", s_add, infer_binary, OPF_COMMUTATIVE, grad_add),
+    [OP_SUB] = BINARY("sub", s_sub, infer_binary, 0, grad_sub),
+    [OP_MUL] = BINARY("mul", s_mul, infer_binary, OPF_COMMUTATIVE, grad_mul),
+    [OP_DIV] = BINARY("div", s_div, infer_binary, 0, grad_div),
+    [OP_POW] = BINARY("pow", s_pow, infer_binary, 0, grad_pow),
+    [OP_MAXIMUM] = BINARY("maximum", s_maximum, infer_binary, OPF_COMMUTATIVE, grad_maximum),
+    [OP_MINIMUM] = BINARY("minimum", s_minimum, infer_binary, OPF_COMMUTATIVE, grad_minimum),
+    [OP_EQ] = BINARY("eq", s_eq, infer_compare, OPF_COMMUTATIVE, NULL),
+    [OP_NE] = BINARY("ne", s_ne, infer_compare, OPF_COMMUTATIVE, NULL),
+    [OP_LT] = BINARY("lt", s_lt, infer_compare, 0, NULL),
+    [OP_LE] = BINARY("le", s_le, infer_compare, 0, NULL),
+    [OP_GT] = BINARY("gt", s_gt, infer_compare, 0, NULL),
+    [OP_GE] = BINARY("ge", s_ge, infer_compare, 0, NULL),
 
     [OP_WHERE] = {"where", 3, 3, OPF_POINTWISE, NONE, infer_where, eval_where, flops_elems,
-                  NULL, NULL, NULL, NULL},
+                  NULL, NULL, NULL, grad_where},
     [OP_CAST] = {"cast", 1, 1, OPF_POINTWISE | OPF_TYPED, NONE, infer_cast, eval_copy, flops_zero,
-                 NULL, NULL, NULL, NULL},
+                 NULL, NULL, NULL, grad_cast},
     [OP_INDEX_CHECK] = {"index_check", 1, 1, OPF_POINTWISE, SPECS(a_bound), infer_index_check,
                         eval_index_check, flops_zero, NULL, NULL, NULL, NULL},
 
-    [OP_SUM] = REDUCE("sum"),
-    [OP_MEAN] = REDUCE("mean"),
-    [OP_MAX] = REDUCE("max"),
-    [OP_MIN] = REDUCE("min"),
+    [OP_SUM] = REDUCE("sum", grad_sum),
+    [OP_MEAN] = REDUCE("mean", grad_mean),
+    [OP_MAX] = REDUCE("max", grad_extremum),
+    [OP_MIN] = REDUCE("min", grad_extremum),
     [OP_ARGMAX] = {"argmax", 1, 1, OPF_REDUCE, SPECS(a_argmax), infer_argmax, eval_argmax,
                    flops_reduce, NULL, NULL, NULL, NULL},
 
     [OP_MATMUL] = {"matmul", 2, 2, 0, NONE, infer_matmul, eval_matmul, flops_matmul,
-                   NULL, NULL, NULL, NULL},
+                   NULL, NULL, NULL, grad_matmul},
 
-    [OP_TRANSPOSE] = VIEW("transpose", 1, 1, 0, SPECS(a_transpose), infer_transpose, eval_transpose),
-    [OP_RESHAPE] = VIEW("reshape", 1, 1, OPF_TYPED, NONE, infer_reshape, eval_copy),
-    [OP_EXPAND] = VIEW("expand", 1, 1, OPF_TYPED, NONE, infer_expand, eval_expand),
-    [OP_SLICE] = VIEW("slice", 1, 1, 0, SPECS(a_slice), infer_slice, eval_slice),
+    [OP_TRANSPOSE] = VIEW("transpose", 1, 1, 0, SPECS(a_transpose), infer_transpose, eval_transpose, grad_transpose),
+    [OP_RESHAPE] = VIEW("reshape", 1, 1, OPF_TYPED, NONE, infer_reshape, eval_copy, grad_reshape),
+    [OP_EXPAND] = VIEW("expand", 1, 1, OPF_TYPED, NONE, infer_expand, eval_expand, grad_expand),
+    [OP_SLICE] = VIEW("slice", 1, 1, 0, SPECS(a_slice), infer_slice, eval_slice, grad_slice),
     [OP_CONCAT] = {"concat", 1, -1, 0, SPECS(a_axis_req), infer_concat, eval_concat, flops_zero,
-                   NULL, NULL, NULL, NULL},
+                   NULL, NULL, NULL, grad_concat},
     [OP_GATHER] = {"gather", 2, 2, 0, SPECS(a_axis0), infer_gather, eval_gather, flops_zero,
-                   NULL, NULL, NULL, NULL},
+                   NULL, NULL, NULL, grad_gather},
 
     [OP_SOFTMAX] = COMPOSITE("softmax", 1, 1, 0, SPECS(a_axis_last), infer_softmax,
                              eval_softmax, flops_softmax, dec_softmax),

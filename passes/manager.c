@@ -14,6 +14,7 @@ const Pass pass_table[] = {
     {"decompose_fused", pass_decompose_fused,
      "decompose, but keep attention whole (for the CUDA backend's fused kernel)"},
     {"pad", pass_pad, "zero-pad matmul N and K to multiples of 16, slicing the result back"},
+    {"autodiff", pass_autodiff, "the joint graph of output 'loss' and grad.<param> of every parameter"},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 

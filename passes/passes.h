@@ -56,6 +56,13 @@ Graph *pass_pad(const Graph *g, Err *e);
 bool pad_gemm_dims(const Graph *g, int node, int multiple, int64_t *n, int64_t *k,
                    int64_t *n_padded, int64_t *k_padded);
 
+/* autodiff.c: the joint forward-and-backward graph of the float scalar output `loss`
+ * (NULL: the output named "loss"): the forward's outputs, then grad.<param> for every
+ * parameter in graph_params order. Composites are decomposed first. An op the loss
+ * depends on a parameter through that has no rule is an error located at that op. */
+Graph *autodiff(const Graph *g, const char *loss, Err *e);
+Graph *pass_autodiff(const Graph *g, Err *e); /* the pass table's: loss = output "loss" */
+
 /* Folded values larger than this stay as computations: constants print as text. */
 #define FOLD_MAX_ELEMS 65536
 
