@@ -513,6 +513,8 @@ bool safetensors_write(const char *path, const char *const *names, const Tensor 
         fchmod(fd, 0644); /* mkstemp's 0600 would hide the weights from other users */
     FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
     bool ok = out && write_stream(out, hdr, hlen, tensors, n);
+    /* On disk before the rename: a crash after it must find the whole new file. */
+    ok = ok && fflush(out) == 0 && fsync(fileno(out)) == 0;
     if (out)
         ok = (fclose(out) == 0) && ok;
     else if (fd >= 0)

@@ -50,7 +50,8 @@ bool safetensors_tensor(const StFile *f, const StEntry *en, Tensor *out, Err *e)
 bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e);
 
 /* Write n tensors under names (metadata: nmeta key/value pairs, may be 0). The file is
- * written beside path and renamed over it, so a crash never leaves half a checkpoint. */
+ * written beside path, fsynced and renamed over it, so a crash never leaves half a
+ * checkpoint. */
 bool safetensors_write(const char *path, const char *const *names, const Tensor *tensors, int n,
                        const char *const *meta_key, const char *const *meta_value, int nmeta,
                        Err *e);

@@ -1,0 +1,28 @@
+/* data.h — training batches: a flat binary token file (uint8, uint16 or uint32 tokens,
+ * nanoGPT's convention; uint8 makes any text a character-level corpus) sampled at random
+ * offsets into (inputs, targets shifted by one), made by a background thread into a
+ * bounded queue, so a step never waits on the disk; or synthetic batches. */
+#ifndef COIL_RUNTIME_DATA_H
+#define COIL_RUNTIME_DATA_H
+
+#include "ir/ir.h"
+
+typedef struct Loader Loader;
+
+/* Tokens of `width` bytes (1, 2, 4) from path, memory-mapped; batches of B rows of T
+ * tokens (int64 tensors [B, T]) drawn from the sampler's Philox stream `seed`, batch
+ * number `first` onwards (resuming at a batch number redraws the same batches). `depth`
+ * batches are made ahead. Errors name the file: unreadable, fewer than T + 1 tokens, a
+ * size not a multiple of the width. */
+Loader *loader_open(const char *path, int width, int64_t B, int64_t T, uint64_t seed,
+                    uint64_t first, int depth, Err *e);
+/* The next batch (blocks until the thread has made it); the tensors are the caller's. */
+bool loader_next(Loader *l, Tensor *inputs, Tensor *targets, Err *e);
+/* Batches handed out so far, counting from batch 0 (for checkpoints). */
+uint64_t loader_position(const Loader *l);
+/* The largest token + 1 (a model's vocabulary must be at least this). */
+int64_t loader_vocab(const Loader *l);
+int64_t loader_tokens(const Loader *l);
+void loader_free(Loader *l);
+
+#endif

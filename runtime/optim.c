@@ -1,0 +1,187 @@
+/* optim.c — AdamW, SGD with momentum and Lion, each one loop over all parameters. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/optim.h"
+
+struct Optimizer {
+    OptConfig c;
+    int n;              /* parameters */
+    bool *decay;
+    Tensor *m, *v;      /* AdamW: both; SGD (momentum): m; Lion: m */
+    char **mname, **vname;
+    int64_t steps;
+};
+
+static const char *const names[] = {[OPT_ADAMW] = "adamw", [OPT_SGD] = "sgd", [OPT_LION] = "lion"};
+
+bool optim_parse(const char *s, OptKind *k)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *k = (OptKind)i;
+            return true;
+        }
+    return false;
+}
+
+const char *optim_name(OptKind k) { return names[k]; }
+
+static bool has_v(const Optimizer *o) { return o->c.kind == OPT_ADAMW; }
+static bool has_m(const Optimizer *o) { return o->c.kind != OPT_SGD || o->c.momentum != 0; }
+
+static bool zeros_like(Tensor *t, const Tensor *p, Err *e)
+{
+    if (!tensor_alloc(t, DT_F32, p->rank, p->shape, e))
+        return false;
+    memset(t->data, 0, tensor_nbytes(t));
+    return true;
+}
+
+Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, Err *e)
+{
+    Optimizer *o = calloc(1, sizeof *o);
+    int np = graph_params(g, NULL), *ids = malloc(((size_t)np + 1) * sizeof *ids);
+    bool ok = o && ids;
+    if (ok) {
+        graph_params(g, ids);
+        o->c = *c, o->n = np;
+        o->decay = calloc((size_t)np + 1, sizeof *o->decay);
+        o->m = calloc((size_t)np + 1, sizeof *o->m), o->v = calloc((size_t)np + 1, sizeof *o->v);
+        o->mname = calloc((size_t)np + 1, sizeof *o->mname);
+        o->vname = calloc((size_t)np + 1, sizeof *o->vname);
+        ok = o->decay && o->m && o->v && o->mname && o->vname;
+    }
+    for (int i = 0; ok && i < np; i++) {
+        const char *pn = node_name(&g->node[ids[i]]);
+        if (params[i].dt != DT_F32) {
+            err_set(e, ERR_INPUT, "optimizer: parameter '%s' is %s; training keeps f32 master "
+                    "weights", pn, dtype_info[params[i].dt].name);
+            ok = false;
+            break;
+        }
+        o->decay[i] = params[i].rank >= 2;
+        size_t len = strlen(pn) + 8;
+        ok = (o->mname[i] = malloc(len)) && (o->vname[i] = malloc(len));
+        if (ok)
+            snprintf(o->mname[i], len, "m.%s", pn), snprintf(o->vname[i], len, "v.%s", pn);
+        ok = ok && (!has_m(o) || zeros_like(&o->m[i], &params[i], e)) &&
+             (!has_v(o) || zeros_like(&o->v[i], &params[i], e));
+    }
+    free(ids);
+    if (!ok) {
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "optimizer: out of memory for its state");
+        optim_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+void optim_free(Optimizer *o)
+{
+    if (!o)
+        return;
+    for (int i = 0; i < o->n; i++) {
+        if (o->m)
+            tensor_free(&o->m[i]);
+        if (o->v)
+            tensor_free(&o->v[i]);
+        if (o->mname)
+            free(o->mname[i]);
+        if (o->vname)
+            free(o->vname[i]);
+    }
+    free(o->m), free(o->v), free(o->mname), free(o->vname), free(o->decay);
+    free(o);
+}
+
+double lr_at(const LrSchedule *s, int64_t step)
+{
+    if (s->warmup > 0 && step < s->warmup)
+        return s->lr * (double)(step + 1) / (double)s->warmup;
+    if (s->total <= s->warmup)
+        return s->lr;
+    double t = (double)(step - s->warmup) / (double)(s->total - s->warmup);
+    t = t > 1 ? 1 : t;
+    return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1 + cos(M_PI * t));
+}
+
+static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
+{
+    double sum = 0;
+    for (int i = 0; i < o->n; i++) {
+        const float *g = grads[i].data;
+        int64_t n = tensor_numel(&grads[i]);
+        float part = 0; /* f32 lanes per tensor (vectorised), the total in f64 */
+        for (int64_t k = 0; k < n; k++)
+            part += g[k] * g[k];
+        sum += part;
+    }
+    return sqrt(sum) * scale;
+}
+
+/* The update of one tensor: p, its gradient g (already scaled), state m, v. */
+static void update(const Optimizer *o, float *p, const float *g, float *m, float *v, int64_t n,
+                   float lr, float scale, bool decay)
+{
+    const OptConfig *c = &o->c;
+    float wd = decay ? (float)(lr * c->weight_decay) : 0, b1 = (float)c->beta1, b2 = (float)c->beta2;
+    if (c->kind == OPT_ADAMW) {
+        double t = (double)o->steps + 1;
+        float bc1 = (float)(1 - pow(c->beta1, t)), bc2 = (float)(1 - pow(c->beta2, t));
+        float step = lr / bc1, eps = (float)c->eps, rbc2 = 1 / sqrtf(bc2);
+        for (int64_t k = 0; k < n; k++) {
+            float gk = g[k] * scale;
+            m[k] = b1 * m[k] + (1 - b1) * gk;
+            v[k] = b2 * v[k] + (1 - b2) * gk * gk;
+            p[k] -= wd * p[k] + step * m[k] / (sqrtf(v[k]) * rbc2 + eps);
+        }
+    } else if (c->kind == OPT_LION) {
+        for (int64_t k = 0; k < n; k++) {
+            float gk = g[k] * scale, u = b1 * m[k] + (1 - b1) * gk;
+            p[k] -= wd * p[k] + lr * (float)((u > 0) - (u < 0));
+            m[k] = b2 * m[k] + (1 - b2) * gk;
+        }
+    } else {
+        float mu = (float)c->momentum;
+        for (int64_t k = 0; k < n; k++) {
+            float gk = g[k] * scale;
+            if (m) {
+                m[k] = mu * m[k] + gk;
+                gk = m[k];
+            }
+            p[k] -= wd * p[k] + lr * gk;
+        }
+    }
+}
+
+double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, int accum, double lr)
+{
+    double scale = 1.0 / (accum > 0 ? accum : 1), norm = global_norm(o, grads, scale);
+    if (!isfinite(norm))
+        return norm; /* a step on NaN or inf would ruin every weight: skipped */
+    if (o->c.clip > 0 && norm > o->c.clip)
+        scale *= o->c.clip / norm;
+    for (int i = 0; i < o->n; i++)
+        update(o, params[i].data, grads[i].data, has_m(o) ? o->m[i].data : NULL,
+               has_v(o) ? o->v[i].data : NULL, tensor_numel(&params[i]), (float)lr, (float)scale,
+               o->decay[i]);
+    o->steps++;
+    return norm;
+}
+
+int optim_state_count(const Optimizer *o) { return o->n * (has_m(o) + has_v(o)); }
+
+Tensor *optim_state(Optimizer *o, int i, const char **name)
+{
+    int per = has_m(o) + has_v(o), p = i / per;
+    bool second = i % per == 1;
+    *name = second ? o->vname[p] : (has_m(o) ? o->mname[p] : o->vname[p]);
+    return second ? &o->v[p] : (has_m(o) ? &o->m[p] : &o->v[p]);
+}
+
+int64_t optim_steps(const Optimizer *o) { return o->steps; }
+void optim_set_steps(Optimizer *o, int64_t steps) { o->steps = steps; }

@@ -1,0 +1,379 @@
+/* train.c — the training loop: graph, compile, batches, optimizer, progress, checkpoints. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "include/coil/coil.h"
+#include "passes/passes.h"
+#include "runtime/data.h"
+#include "runtime/init.h"
+#include "runtime/peak.h"
+#include "runtime/pool.h"
+#include "runtime/safetensors.h"
+#include "runtime/summary.h"
+#include "runtime/train.h"
+
+#define LOADER_DEPTH 4
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- the training graph */
+
+static int output_named(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->noutput; i++)
+        if (strcmp(g->output_name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* cross_entropy(first output, targets): targets an i64 input of the logits' shape less
+ * the class dimension. */
+static int add_cross_entropy(Graph *g, Err *e)
+{
+    Builder b = builder_make(g, e);
+    int logits = g->output[0];
+    Type t = g->node[logits].type;
+    if (t.rank < 2 || !dtype_info[t.dt].is_float) {
+        char buf[128];
+        err_set(e, ERR_INPUT, "--loss cross_entropy: the first output of @%s is %s; it must be "
+                "float logits with a class dimension", g->name, type_fmt(g, &t, buf, sizeof buf));
+        return -1;
+    }
+    t.rank--, t.dt = DT_I64;
+    int targets = b_input(&b, "targets", &t);
+    int in[2] = {logits, targets};
+    return b_op(&b, OP_CROSS_ENTROPY, in, 2, NULL, 0, NULL);
+}
+
+Graph *train_graph(const Graph *model, const char *loss, Err *e)
+{
+    Graph *g = graph_copy(model, e);
+    if (!g)
+        return NULL;
+    int value = -1, at = output_named(g, "loss");
+    if (!loss && at >= 0)
+        value = g->output[at];
+    else if (!loss)
+        err_set(e, ERR_INPUT, "@%s has no output named 'loss'; give --loss cross_entropy to "
+                "train its first output against targets", g->name);
+    else if (strcmp(loss, "cross_entropy") == 0)
+        value = add_cross_entropy(g, e);
+    else
+        err_set(e, ERR_USAGE, "--loss %s: expected cross_entropy (or a model output 'loss')", loss);
+    if (value < 0) {
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "@%s: cannot make its training loss", g->name);
+        graph_free(g);
+        return NULL;
+    }
+    g->output[0] = value, g->output_name[0] = "loss", g->noutput = 1;
+    return g;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct Run {
+    const TrainOptions *o;
+    Graph *joint;
+    Compiled *c;
+    SymBind sb;
+    Tensor *inputs, *params, *outputs, *accum;
+    bool *given;
+    int nparam, targets_at, tokens_at;
+    Optimizer *opt;
+    Loader *loader;
+    int64_t step;
+    double flops, peak;
+} Run;
+
+static void run_free(Run *r)
+{
+    for (int i = 0; r->joint && i < r->joint->ninput; i++)
+        tensor_free(&r->inputs[i]);
+    for (int i = 0; i < r->nparam; i++) {
+        tensor_free(&r->params[i]);
+        if (r->accum)
+            tensor_free(&r->accum[i]);
+    }
+    for (int i = 0; r->joint && r->outputs && i < r->joint->noutput; i++)
+        tensor_free(&r->outputs[i]);
+    free(r->inputs), free(r->params), free(r->outputs), free(r->accum), free(r->given);
+    optim_free(r->opt);
+    loader_free(r->loader);
+    compiled_free(r->c);
+    graph_free(r->joint);
+}
+
+static int input_named(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->ninput; i++)
+        if (strcmp(node_name(&g->node[g->input[i]]), name) == 0)
+            return i;
+    return -1;
+}
+
+/* The joint graph, compiled, with parameters and sizes. */
+static bool setup(Run *r, const Graph *model, Err *e)
+{
+    const TrainOptions *o = r->o;
+    Graph *tg = train_graph(model, o->loss, e);
+    r->joint = tg ? autodiff(tg, NULL, e) : NULL;
+    graph_free(tg);
+    if (!r->joint)
+        return false;
+    const Graph *g = r->joint;
+    r->nparam = graph_params(g, NULL);
+    r->inputs = calloc((size_t)g->ninput + 1, sizeof *r->inputs);
+    r->given = calloc((size_t)g->ninput + 1, sizeof *r->given);
+    r->params = calloc((size_t)r->nparam + 1, sizeof *r->params);
+    r->outputs = calloc((size_t)g->noutput + 1, sizeof *r->outputs);
+    r->accum = calloc((size_t)r->nparam + 1, sizeof *r->accum);
+    if (!r->inputs || !r->given || !r->params || !r->outputs || !r->accum) {
+        err_set(e, ERR_INPUT, "out of memory");
+        return false;
+    }
+    r->targets_at = input_named(g, "targets");
+    r->tokens_at = r->targets_at == 0 && g->ninput > 1 ? 1 : 0;
+    bool ok = init_symbols(g, NULL, r->given, o->sizes, o->nsizes, 1, &r->sb, e) &&
+              (o->weights ? safetensors_bind(g, o->weights, r->params, e)
+                          : init_params(g, &r->sb, o->seed, r->params, e)) &&
+              graph_flops(g, &r->sb, &r->flops, e) &&
+              (r->c = compile_graph(g, &o->compile, e)) != NULL &&
+              (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL;
+    return ok;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+static bool checkpoint_path(const char *dir, const char *file, char *buf, size_t n, Err *e)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        err_set(e, ERR_INPUT, "%s: cannot create the checkpoint directory", dir);
+        return false;
+    }
+    snprintf(buf, n, "%s/%s", dir, file);
+    return true;
+}
+
+/* Parameters, optimizer state, the step and the data position: one safetensors file,
+ * written beside its name, fsynced and renamed (a kill leaves the previous one whole). */
+static bool save_checkpoint(Run *r, Err *e)
+{
+    char path[4096], step[32], pos[32], seed[32];
+    if (!checkpoint_path(r->o->save, "checkpoint.safetensors", path, sizeof path, e))
+        return false;
+    int ns = optim_state_count(r->opt), n = r->nparam + ns;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    Tensor *t = calloc((size_t)n + 1, sizeof *t);
+    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
+    bool ok = names && t && ids;
+    if (ok) {
+        graph_params(r->joint, ids);
+        for (int i = 0; i < r->nparam; i++)
+            names[i] = node_name(&r->joint->node[ids[i]]), t[i] = r->params[i];
+        for (int i = 0; i < ns; i++)
+            t[r->nparam + i] = *optim_state(r->opt, i, &names[r->nparam + i]);
+        snprintf(step, sizeof step, "%lld", (long long)r->step);
+        snprintf(pos, sizeof pos, "%llu", (unsigned long long)(r->loader ? loader_position(r->loader) : 0));
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->o->seed);
+        const char *key[] = {"step", "data_position", "seed", "optimizer", "coil"};
+        const char *val[] = {step, pos, seed, optim_name(r->o->opt.kind), coil_version()};
+        ok = safetensors_write(path, names, t, n, key, val, 5, e);
+    } else
+        err_set(e, ERR_INPUT, "out of memory writing a checkpoint");
+    free(names), free(t), free(ids);
+    return ok;
+}
+
+static const char *meta(const StFile *f, const char *key)
+{
+    for (int i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_key[i], key) == 0)
+            return f->meta_value[i];
+    return NULL;
+}
+
+/* A tensor of the checkpoint into dst (same dtype and shape), by name. */
+static bool restore(const StFile *f, const char *path, const char *name, Tensor *dst, Err *e)
+{
+    const StEntry *en = safetensors_find(f, name);
+    Tensor t = {0};
+    if (!en || !safetensors_tensor(f, en, &t, e) || t.dt != dst->dt ||
+        tensor_nbytes(&t) != tensor_nbytes(dst)) {
+        tensor_free(&t);
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "%s: checkpoint has no tensor '%s' of the model's type", path, name);
+        return false;
+    }
+    memcpy(dst->data, t.data, tensor_nbytes(dst));
+    tensor_free(&t);
+    return true;
+}
+
+static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", r->o->save);
+    StFile f;
+    if (!safetensors_read(path, &f, e))
+        return false;
+    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
+    bool ok = ids != NULL;
+    if (ok)
+        graph_params(r->joint, ids);
+    for (int i = 0; ok && i < r->nparam; i++)
+        ok = restore(&f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], e);
+    for (int i = 0; ok && i < optim_state_count(r->opt); i++) {
+        const char *name;
+        Tensor *s = optim_state(r->opt, i, &name);
+        ok = restore(&f, path, name, s, e);
+    }
+    const char *step = meta(&f, "step"), *pos = meta(&f, "data_position");
+    if (ok && (!step || !pos)) {
+        err_set(e, ERR_INPUT, "%s: checkpoint metadata lacks the step or data position", path);
+        ok = false;
+    }
+    if (ok) {
+        r->step = strtoll(step, NULL, 10);
+        *data_pos = strtoull(pos, NULL, 10);
+        optim_set_steps(r->opt, r->step);
+    }
+    free(ids);
+    safetensors_free(&f);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+/* One micro-batch: inputs (from the loader or synthetic), the joint graph run, its loss. */
+static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
+{
+    const Graph *g = r->joint;
+    for (int i = 0; i < g->ninput; i++)
+        tensor_free(&r->inputs[i]);
+    bool ok = r->loader ? loader_next(r->loader, &r->inputs[r->tokens_at], &r->inputs[r->targets_at], e)
+                        : init_inputs(g, &r->sb, r->o->seed + 1 + draw, r->given, r->inputs, e);
+    for (int i = 0; i < g->noutput; i++)
+        tensor_free(&r->outputs[i]);
+    ok = ok && compiled_run(r->c, r->inputs, r->params, r->outputs, e);
+    if (ok)
+        *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0);
+    return ok;
+}
+
+/* grads summed over the step's micro-batches (the outputs after the loss). */
+static bool add_grads(Run *r, bool first, Err *e)
+{
+    for (int i = 0; i < r->nparam; i++) {
+        Tensor *g = &r->outputs[1 + i];
+        if (first) {
+            tensor_free(&r->accum[i]);
+            if (!tensor_alloc(&r->accum[i], DT_F32, g->rank, g->shape, e))
+                return false;
+            memcpy(r->accum[i].data, g->data, tensor_nbytes(g));
+            continue;
+        }
+        float *a = r->accum[i].data;
+        const float *d = g->data;
+        for (int64_t k = 0; k < tensor_numel(g); k++)
+            a[k] += d[k];
+    }
+    return true;
+}
+
+static int64_t batch_tokens(const Run *r)
+{
+    const Tensor *t = &r->inputs[r->targets_at >= 0 ? r->targets_at : 0];
+    return r->joint->ninput ? tensor_numel(t) : 1;
+}
+
+static void progress(Run *r, double loss, double lr, double norm, double dt, int64_t tokens,
+                     const TrainResult *res)
+{
+    const TrainOptions *o = r->o;
+    double gflops = r->flops * (double)o->accum / dt * 1e-9, mfu = r->peak > 0 ? gflops / r->peak : 0;
+    if (o->json)
+        fprintf(o->out, "{\"step\": %lld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"mfu\": %.4f, \"hfu\": %.4f, "
+                "\"planned_bytes\": %lld, \"skipped\": %lld}\n", (long long)r->step, loss, lr,
+                norm, (double)tokens / dt, gflops, mfu, mfu, (long long)res->planned_bytes,
+                (long long)res->skipped);
+    else
+        fprintf(o->out, "step %5lld/%lld  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  "
+                "%.1f GFLOP/s  MFU %.1f%%  HFU %.1f%%  mem %.1f MiB%s\n", (long long)r->step,
+                (long long)o->steps, loss, lr, norm, (double)tokens / dt, gflops, 100 * mfu,
+                100 * mfu, (double)res->planned_bytes / 1048576.0,
+                res->skipped ? "  (a step skipped: non-finite gradient)" : "");
+    fflush(o->out);
+}
+
+static bool step_once(Run *r, TrainResult *res, Err *e)
+{
+    const TrainOptions *o = r->o;
+    double t0 = now(), loss = 0, sum = 0;
+    for (int64_t m = 0; m < o->accum; m++) {
+        if (!micro_batch(r, (uint64_t)(r->step * o->accum + m), &loss, e) || !add_grads(r, m == 0, e))
+            return false;
+        sum += loss;
+    }
+    double lr = lr_at(&o->lr, r->step);
+    double norm = optim_step(r->opt, r->params, r->accum, (int)o->accum, lr);
+    res->skipped += !isfinite(norm);
+    r->step++;
+    double dt = now() - t0, mean = sum / (double)o->accum;
+    res->first_loss = res->steps == 0 ? mean : res->first_loss;
+    res->last_loss = mean, res->tail[res->steps % TRAIN_TAIL] = mean;
+    res->steps++, res->seconds += dt;
+    int64_t n = res->steps < TRAIN_TAIL ? res->steps : TRAIN_TAIL;
+    res->tail_loss = 0;
+    for (int64_t i = 0; i < n; i++)
+        res->tail_loss += res->tail[i] / (double)n;
+    const MemoryPlan *mp = compiled_plan(r->c);
+    if (mp)
+        res->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes;
+    if (o->log_every > 0 && (r->step % o->log_every == 0 || r->step == o->steps || res->steps == 1))
+        progress(r, mean, lr, norm, dt, batch_tokens(r) * o->accum, res);
+    return true;
+}
+
+bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err *e)
+{
+    Run r = {.o = o};
+    *res = (TrainResult){0};
+    uint64_t data_pos = 0;
+    bool ok = setup(&r, model, e) && (!o->resume || load_checkpoint(&r, &data_pos, e));
+    if (ok && o->data) {
+        int64_t dims[COIL_MAX_RANK];
+        ok = r.targets_at >= 0 && r.joint->node[r.joint->input[r.targets_at]].type.rank == 2 &&
+             type_resolve(&r.joint->node[r.joint->input[r.targets_at]].type, &r.sb, dims);
+        if (!ok)
+            err_set(e, ERR_USAGE, "--data needs --loss cross_entropy on a model whose first output is "
+                    "[B, T, vocab] logits of an [B, T] token input");
+        ok = ok && (r.loader = loader_open(o->data, o->data_width, dims[0], dims[1], o->seed,
+                                           data_pos, LOADER_DEPTH, e)) != NULL;
+    }
+    r.peak = o->peak_gflops > 0 ? o->peak_gflops
+                                : peak_fma_gflops(o->compile.threads > 0 ? o->compile.threads
+                                                                         : pool_default_threads(), 0.2);
+    res->flops_per_step = r.flops * (double)o->accum;
+    while (ok && r.step < o->steps) {
+        ok = step_once(&r, res, e);
+        if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0)
+            ok = save_checkpoint(&r, e);
+    }
+    if (ok && o->save)
+        ok = save_checkpoint(&r, e);
+    res->mfu = res->seconds > 0 && r.peak > 0 ? res->flops_per_step * (double)res->steps /
+                                                    res->seconds * 1e-9 / r.peak : 0;
+    run_free(&r);
+    return ok;
+}

@@ -1,0 +1,52 @@
+/* train.h — training a model with the compiler: the loss (the model's own `loss` output,
+ * or cross_entropy of its first output against a `targets` input), the joint forward and
+ * backward graph from autodiff compiled like any graph, a fused optimizer over every
+ * parameter, batches from a token file's loader thread or synthetic, progress lines with
+ * throughput and MFU, and checkpoints written atomically and resumed bit-identically. */
+#ifndef COIL_RUNTIME_TRAIN_H
+#define COIL_RUNTIME_TRAIN_H
+
+#include <stdio.h>
+
+#include "runtime/compiled.h"
+#include "runtime/init.h"
+#include "runtime/optim.h"
+
+typedef struct TrainOptions {
+    const char *loss;          /* NULL: the model's output "loss"; "cross_entropy": of its
+                                  first output against an added input "targets" */
+    int64_t steps, accum;      /* optimizer steps; micro-batches summed per step */
+    const SymSize *sizes;      /* symbol sizes (B, T) */
+    int nsizes;
+    const char *data;          /* token file; NULL: synthetic batches */
+    int data_width;            /* bytes per token: 1, 2, 4 */
+    uint64_t seed;
+    OptConfig opt;
+    LrSchedule lr;
+    int64_t log_every;
+    bool json;                 /* progress as JSON lines */
+    const char *save;          /* checkpoint directory (NULL: none) */
+    int64_t save_every;        /* also every N steps (0: only at the end) */
+    bool resume;               /* continue from `save`'s checkpoint */
+    const char *weights;       /* initial parameters (safetensors), else the initializers */
+    double peak_gflops;        /* the device's peak for MFU (0: measured) */
+    CompileOptions compile;
+    FILE *out;                 /* progress lines (stdout) */
+} TrainOptions;
+
+#define TRAIN_TAIL 20
+
+typedef struct TrainResult {
+    double first_loss, last_loss, seconds, flops_per_step, mfu;
+    double tail_loss;          /* the mean loss of the last TRAIN_TAIL steps (less noisy) */
+    int64_t steps, skipped;    /* steps taken; updates skipped for a non-finite gradient */
+    int64_t planned_bytes;
+    double tail[TRAIN_TAIL];   /* the last steps' losses, a ring */
+} TrainResult;
+
+/* The model's training graph: its loss alone, as a scalar output "loss" (with input
+ * "targets" added for cross_entropy). Errors name the model and what is missing. */
+Graph *train_graph(const Graph *model, const char *loss, Err *e);
+bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);
+
+#endif

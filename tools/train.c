@@ -1,0 +1,110 @@
+/* train.c — `coil train MODEL`: flags into TrainOptions, then runtime/train.c's loop. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pool.h"
+#include "runtime/train.h"
+#include "tools/cli.h"
+
+typedef struct TrainFlags {
+    const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
+        *save, *save_every, *data, *width, *loss, *momentum;
+    bool resume, cosine, synthetic;
+} TrainFlags;
+
+/* A non-negative number flag; def when absent. */
+static int parse_real(const Command *cmd, const char *flag, const char *s, double def, double *out)
+{
+    char *end = NULL;
+    *out = s ? strtod(s, &end) : def;
+    if (s && (end == s || *end || !(*out >= 0)))
+        return usage_error(cmd, "%s %s: expected a non-negative number", flag, s);
+    return EXIT_OK;
+}
+
+static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, TrainOptions *o)
+{
+    int64_t steps, accum, warmup, log_every, save_every = 0, width = 1, threads;
+    double lr, min_lr, wd, clip, momentum;
+    int rc = parse_count(cmd, "--steps", f->steps, 100, &steps);
+    rc = rc ? rc : parse_count(cmd, "--accum", f->accum, 1, &accum);
+    rc = rc ? rc : parse_count(cmd, "--log-every", f->log_every, 10, &log_every);
+    rc = rc ? rc : parse_count(cmd, "--threads", a->threads, 0, &threads);
+    rc = rc ? rc : parse_real(cmd, "--lr", f->lr, 3e-4, &lr);
+    rc = rc ? rc : parse_real(cmd, "--min-lr", f->min_lr, lr / 10, &min_lr);
+    rc = rc ? rc : parse_real(cmd, "--weight-decay", f->wd, 0.1, &wd);
+    rc = rc ? rc : parse_real(cmd, "--clip", f->clip, 1.0, &clip);
+    rc = rc ? rc : parse_real(cmd, "--momentum", f->momentum, 0.9, &momentum);
+    double w = 0;
+    rc = rc ? rc : parse_real(cmd, "--warmup", f->warmup, 0, &w);
+    warmup = (int64_t)w;
+    if (!rc && f->save_every)
+        rc = parse_count(cmd, "--save-every", f->save_every, 0, &save_every);
+    if (!rc && f->width)
+        rc = parse_count(cmd, "--token-bytes", f->width, 1, &width);
+    OptKind kind = OPT_ADAMW;
+    if (!rc && f->optimizer && !optim_parse(f->optimizer, &kind))
+        rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", f->optimizer);
+    if (!rc && f->resume && !f->save)
+        rc = usage_error(cmd, "--resume needs --save DIR (the checkpoint to continue from)");
+    if (!rc && f->data && f->synthetic)
+        rc = usage_error(cmd, "--data and --synthetic exclude each other");
+    if (rc)
+        return rc;
+    bool lion = kind == OPT_LION;
+    o->steps = steps, o->accum = accum, o->log_every = log_every;
+    o->opt = (OptConfig){kind, 0.9, lion ? 0.99 : 0.95, 1e-8, kind == OPT_SGD ? momentum : 0, wd, clip};
+    o->lr = (LrSchedule){lr, min_lr, warmup, f->cosine ? steps : 0};
+    o->data = f->data, o->data_width = (int)width, o->save = f->save, o->save_every = save_every;
+    o->resume = f->resume, o->loss = f->loss, o->json = a->json, o->weights = a->weights;
+    o->compile = compile_options(a, (int)threads);
+    return EXIT_OK;
+}
+
+int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
+{
+    TrainFlags f = {0};
+    const Flag flags[] = {
+        {"--steps", .value = &f.steps},        {"--accum", .value = &f.accum},
+        {"--lr", .value = &f.lr},              {"--min-lr", .value = &f.min_lr},
+        {"--warmup", .value = &f.warmup},      {"--cosine", .on = &f.cosine},
+        {"--optimizer", .value = &f.optimizer}, {"--weight-decay", .value = &f.wd},
+        {"--momentum", .value = &f.momentum},  {"--clip", .value = &f.clip},
+        {"--log-every", .value = &f.log_every}, {"--save", .value = &f.save},
+        {"--save-every", .value = &f.save_every}, {"--resume", .on = &f.resume},
+        {"--data", .value = &f.data},          {"--token-bytes", .value = &f.width},
+        {"--synthetic", .on = &f.synthetic},   {"--loss", .value = &f.loss},
+        {"--set", .list = &a->set},            {"--dim", .list = &a->dim},
+        {"--seed", .value = &a->seed},         {"--threads", .value = &a->threads},
+        {"--json", .on = &a->json},            {"--weights", .value = &a->weights},
+        {"--no-fusion", .on = &a->no_fusion},  {"--mode", .value = &a->mode},
+        {"--cache", .value = &a->cache},
+    };
+    SymSize sizes[argc + 1];
+    uint64_t seed = 0;
+    TrainOptions o = {.out = stdout};
+    int rc = parse_args(cmd, flags, sizeof flags / sizeof flags[0], argc, argv, a);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_model_args(cmd, a, sizes);
+    if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
+        rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_device(cmd, a);
+    if (rc == EXIT_OK && !a->help && device_is_cuda(a))
+        rc = usage_error(cmd, "--device cuda: training on a GPU is not built yet (the CPU trains)");
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_flags(cmd, &f, a, &o);
+    if (rc != EXIT_OK || a->help)
+        return rc != EXIT_OK ? rc : help(cmd);
+    o.sizes = sizes, o.nsizes = a->dim.n, o.seed = seed;
+    Err e = {0};
+    Graph *g = load_model(a, seed, &e);
+    TrainResult res;
+    bool ok = g && train_run(g, &o, &res, &e);
+    if (ok && !a->json)
+        printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%%s\n",
+               (long long)res.steps, res.seconds, res.first_loss, res.last_loss,
+               res.flops_per_step, 100 * res.mfu, o.save ? ", checkpoint saved" : "");
+    graph_free(g);
+    return ok ? EXIT_OK : cli_fail(&e);
+}
