@@ -62,10 +62,10 @@ def main():
     if "dropout_p" in cfg:
         cfg["dropout_p"] = 0.0
     for engine in args.engines.split(","):
-        model = (peers.build_mlp if kind == "mlp" else peers.build_gpt2)(torch, cfg).train()
+        model = peers.MODELS[kind](torch, cfg).train()
         x = peers.make_input(torch, kind, cfg, args.batch, args.seq)
-        classes = int(cfg["classes"] if kind == "mlp" else cfg["vocab"])
-        y = torch.randint(0, classes, x.shape[:1] if kind == "mlp" else x.shape)
+        classes = int(cfg["vocab"] if kind == "GPT" else cfg["classes"])
+        y = torch.randint(0, classes, x.shape if kind == "GPT" else x.shape[:1])
         step = make_step(torch, model, x, y, engine == "compile")
         start = time.perf_counter()
         step()  # compiles for torch.compile

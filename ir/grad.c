@@ -390,10 +390,27 @@ bool grad_matmul(Builder *b, const Node *n, const int *in, int out, int g, int *
     return unbroadcast2(b, in, din);
 }
 
+/* Whether perm swaps the last two of `rank` dims and keeps the rest. */
+static bool swaps_last(const Attr *p)
+{
+    for (int d = 0; d < p->n - 2; d++)
+        if (p->ints[d] != d)
+            return false;
+    return p->n >= 2 && p->ints[p->n - 2] == p->n - 1 && p->ints[p->n - 1] == p->n - 2;
+}
+
 bool grad_transpose(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)in, (void)out;
     const Attr *p = node_attr(n, "perm");
+    const Node *gn = &b->g->node[g];
+    if (swaps_last(p) && gn->op == OP_MATMUL) {
+        /* A weight used as W^T gets (x^T g)^T: computed as g^T x, its rows in W's order,
+         * rather than a product then a strided copy of it. */
+        int a = gn->in[0], w = gn->in[1];
+        din[0] = b_matmul(b, swap_last(b, w), swap_last(b, a));
+        return true;
+    }
     int64_t inv[COIL_MAX_RANK];
     for (int d = 0; d < p->n; d++)
         inv[p->ints[d]] = d;

@@ -355,9 +355,12 @@ bool type_resolve(const Type *t, const SymBind *sb, int64_t *dims);
 /* Bind symbols from input tensors; errors name the input and the disagreeing dim. */
 bool bind_inputs(const Graph *g, const Tensor *inputs, SymBind *sb, Err *e);
 /* ir/signature.c: parameters (graph_params order) must have their declared dtype and
- * shape at sb (the message names the first that does not); outputs allocated at sb. */
+ * shape at sb (the message names the first that does not); outputs allocated at sb.
+ * reuse_output_tensors keeps an output that already holds data of the right dtype and
+ * shape (its caller passes zeroed or freed tensors, or last run's to overwrite). */
 bool check_param_tensors(const Graph *g, const Tensor *params, const SymBind *sb, Err *e);
 bool alloc_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e);
+bool reuse_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e);
 
 /* Evaluate g. inputs: one per graph input, in order; params: one per param node
  * in node order (graph_params). outputs: noutput tensors, allocated here.

@@ -32,12 +32,27 @@ bool check_param_tensors(const Graph *g, const Tensor *params, const SymBind *sb
     return ok;
 }
 
-bool alloc_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e)
+/* A tensor the caller kept from the last run, of this dtype and shape: written again in
+ * place (a training loop's gradients: no fresh pages to fault in every step). */
+static bool reusable(const Tensor *t, const Type *want, const int64_t *dims)
+{
+    if (!t->data || t->dt != want->dt || t->rank != want->rank)
+        return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] != dims[d])
+            return false;
+    return true;
+}
+
+static bool alloc_outputs(const Graph *g, const SymBind *sb, Tensor *outputs, bool reuse, Err *e)
 {
     for (int i = 0; i < g->noutput; i++) {
         const Type *t = &g->node[g->output[i]].type;
         int64_t dims[COIL_MAX_RANK];
-        if (!type_resolve(t, sb, dims) || !tensor_alloc(&outputs[i], t->dt, t->rank, dims, e)) {
+        bool resolved = type_resolve(t, sb, dims);
+        if (reuse && resolved && reusable(&outputs[i], t, dims))
+            continue;
+        if (!resolved || !tensor_alloc(&outputs[i], t->dt, t->rank, dims, e)) {
             err_set(e, ERR_INPUT, "output '%s': cannot allocate it at these sizes",
                     g->output_name[i]);
             for (int j = 0; j < i; j++)
@@ -46,4 +61,14 @@ bool alloc_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Er
         }
     }
     return true;
+}
+
+bool alloc_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e)
+{
+    return alloc_outputs(g, sb, outputs, false, e);
+}
+
+bool reuse_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e)
+{
+    return alloc_outputs(g, sb, outputs, true, e);
 }

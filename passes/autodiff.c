@@ -112,6 +112,9 @@ Graph *autodiff(const Graph *src, const char *loss_name, Err *e)
         out = rewrite_end(&rw); /* NULL when a rule failed: the builder shares e */
         if (out && !add_grad_outputs(out, g, grad, e))
             graph_free(out), out = NULL;
+        Graph *live = out ? pass_dce(out, e) : NULL; /* rules leave a few values unused */
+        graph_free(out);
+        out = live;
     }
     if (!out && err_ok(e))
         err_set(e, ERR_INPUT, "autodiff: out of memory differentiating @%s", src->name);

@@ -370,7 +370,7 @@ bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *
     const Graph *g = en->p->graph;
     if (!bind_inputs(g, inputs, &sb, e) || !check_param_tensors(g, params, &sb, e) ||
         !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
-        !alloc_output_tensors(g, &sb, outputs, e))
+        !reuse_output_tensors(g, &sb, outputs, e))
         return false;
     bind_buffers(en, inputs, params, outputs);
     en->ran = false;

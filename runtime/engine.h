@@ -34,7 +34,8 @@ typedef struct StepConfig {
 Engine *engine_new(const Program *p, const EngineOptions *o, Err *e);
 void engine_free(Engine *en);
 /* Same conventions as interp_run: inputs (graph order) and params (graph_params order)
- * in, outputs allocated here. The arena is kept between runs of the same sizes. Inputs
+ * in, outputs allocated here: outputs must be zeroed (or freed) tensors, or the previous
+ * run's of the same shapes, which are overwritten in place (no fresh pages per run). The arena is kept between runs of the same sizes. Inputs
  * and parameters are checked first; errors name them ("input 'x': expected f32[B,4],
  * got f32[2,5] (dimension 1 disagrees)"). One run at a time per engine. */
 bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e);

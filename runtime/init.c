@@ -311,7 +311,8 @@ static int64_t dim_of(const Graph *g, int v, int64_t axis, const SymBind *sb)
 }
 
 /* bound[v]: the exclusive upper bound of the integers v may hold, from what reads v:
- * a gather's index, cross_entropy's labels, or data movement feeding one of those.
+ * a gather's index, cross_entropy's labels (index_check's bound once it is decomposed,
+ * as in a joint graph), or data movement feeding one of those.
  * Nodes are visited last to first so a value's users are final before it. */
 static void index_bounds(const Graph *g, const SymBind *sb, int64_t *bound)
 {
@@ -323,6 +324,8 @@ static void index_bounds(const Graph *g, const SymBind *sb, int64_t *bound)
             tighten(bound, n->in[1], dim_of(g, n->in[0], node_int(n, "axis"), sb));
         else if (n->op == OP_CROSS_ENTROPY)
             tighten(bound, n->in[1], dim_of(g, n->in[0], -1, sb));
+        else if (n->op == OP_INDEX_CHECK) /* a decomposed cross_entropy's labels */
+            tighten(bound, n->in[0], node_int(n, "bound"));
         else if ((op_info[n->op].flags & OPF_VIEW) || n->op == OP_CAST || n->op == OP_CONCAT)
             for (int j = 0; j < n->nin; j++)
                 tighten(bound, n->in[j], bound[i]);

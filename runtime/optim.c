@@ -1,10 +1,16 @@
 /* optim.c — AdamW, SGD with momentum and Lion, each one loop over all parameters. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/optim.h"
+#include "runtime/pool.h"
+
+/* Elements per chunk of the parallel passes: large enough that waking a thread is cheap
+ * next to the chunk's work. */
+#define CHUNK 65536
 
 struct Optimizer {
     OptConfig c;
@@ -13,6 +19,7 @@ struct Optimizer {
     Tensor *m, *v;      /* AdamW: both; SGD (momentum): m; Lion: m */
     char **mname, **vname;
     int64_t steps;
+    Pool *pool;         /* the passes split each tensor over its threads */
 };
 
 static const char *const names[] = {[OPT_ADAMW] = "adamw", [OPT_SGD] = "sgd", [OPT_LION] = "lion"};
@@ -48,11 +55,12 @@ Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, E
     if (ok) {
         graph_params(g, ids);
         o->c = *c, o->n = np;
+        o->pool = pool_new(c->threads, e);
         o->decay = calloc((size_t)np + 1, sizeof *o->decay);
         o->m = calloc((size_t)np + 1, sizeof *o->m), o->v = calloc((size_t)np + 1, sizeof *o->v);
         o->mname = calloc((size_t)np + 1, sizeof *o->mname);
         o->vname = calloc((size_t)np + 1, sizeof *o->vname);
-        ok = o->decay && o->m && o->v && o->mname && o->vname;
+        ok = o->decay && o->m && o->v && o->mname && o->vname && o->pool;
     }
     for (int i = 0; ok && i < np; i++) {
         const char *pn = node_name(&g->node[ids[i]]);
@@ -95,6 +103,7 @@ void optim_free(Optimizer *o)
             free(o->vname[i]);
     }
     free(o->m), free(o->v), free(o->mname), free(o->vname), free(o->decay);
+    pool_free(o->pool);
     free(o);
 }
 
@@ -109,45 +118,68 @@ double lr_at(const LrSchedule *s, int64_t step)
     return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1 + cos(M_PI * t));
 }
 
-static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
+/* One tensor's pass, split over the pool's threads in chunks [begin, end). */
+typedef struct Pass {
+    const Optimizer *o;
+    float *p, *m, *v;
+    const float *g;
+    float lr, scale;
+    bool decay;
+    double sum;          /* the norm pass's: chunks add their parts under the lock */
+    pthread_mutex_t lock;
+} Pass;
+
+static void squares(void *ctx, int64_t begin, int64_t end)
 {
-    double sum = 0;
-    for (int i = 0; i < o->n; i++) {
-        const float *g = grads[i].data;
-        int64_t n = tensor_numel(&grads[i]);
-        float part = 0; /* f32 lanes per tensor (vectorised), the total in f64 */
-        for (int64_t k = 0; k < n; k++)
-            part += g[k] * g[k];
-        sum += part;
-    }
-    return sqrt(sum) * scale;
+    Pass *x = ctx;
+    float part = 0; /* f32 lanes (vectorised) per chunk, the chunks summed in f64 */
+    for (int64_t k = begin; k < end; k++)
+        part += x->g[k] * x->g[k];
+    pthread_mutex_lock(&x->lock);
+    x->sum += part;
+    pthread_mutex_unlock(&x->lock);
 }
 
-/* The update of one tensor: p, its gradient g (already scaled), state m, v. */
-static void update(const Optimizer *o, float *p, const float *g, float *m, float *v, int64_t n,
-                   float lr, float scale, bool decay)
+static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
 {
-    const OptConfig *c = &o->c;
-    float wd = decay ? (float)(lr * c->weight_decay) : 0, b1 = (float)c->beta1, b2 = (float)c->beta2;
+    Pass x = {.o = o};
+    pthread_mutex_init(&x.lock, NULL);
+    for (int i = 0; i < o->n; i++) {
+        x.g = grads[i].data;
+        pool_parallel_for(o->pool, tensor_numel(&grads[i]), CHUNK, squares, &x);
+    }
+    pthread_mutex_destroy(&x.lock);
+    return sqrt(x.sum) * scale;
+}
+
+/* The update of elements [begin, end) of one tensor: p, its gradient g (times scale),
+ * state m, v. */
+static void update(void *ctx, int64_t begin, int64_t end)
+{
+    const Pass *x = ctx;
+    const OptConfig *c = &x->o->c;
+    float *p = x->p, *m = x->m, *v = x->v, lr = x->lr, scale = x->scale;
+    const float *g = x->g;
+    float wd = x->decay ? (float)(lr * c->weight_decay) : 0, b1 = (float)c->beta1, b2 = (float)c->beta2;
     if (c->kind == OPT_ADAMW) {
-        double t = (double)o->steps + 1;
+        double t = (double)x->o->steps + 1;
         float bc1 = (float)(1 - pow(c->beta1, t)), bc2 = (float)(1 - pow(c->beta2, t));
         float step = lr / bc1, eps = (float)c->eps, rbc2 = 1 / sqrtf(bc2);
-        for (int64_t k = 0; k < n; k++) {
+        for (int64_t k = begin; k < end; k++) {
             float gk = g[k] * scale;
             m[k] = b1 * m[k] + (1 - b1) * gk;
             v[k] = b2 * v[k] + (1 - b2) * gk * gk;
             p[k] -= wd * p[k] + step * m[k] / (sqrtf(v[k]) * rbc2 + eps);
         }
     } else if (c->kind == OPT_LION) {
-        for (int64_t k = 0; k < n; k++) {
+        for (int64_t k = begin; k < end; k++) {
             float gk = g[k] * scale, u = b1 * m[k] + (1 - b1) * gk;
             p[k] -= wd * p[k] + lr * (float)((u > 0) - (u < 0));
             m[k] = b2 * m[k] + (1 - b2) * gk;
         }
     } else {
         float mu = (float)c->momentum;
-        for (int64_t k = 0; k < n; k++) {
+        for (int64_t k = begin; k < end; k++) {
             float gk = g[k] * scale;
             if (m) {
                 m[k] = mu * m[k] + gk;
@@ -165,10 +197,12 @@ double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, int accum, 
         return norm; /* a step on NaN or inf would ruin every weight: skipped */
     if (o->c.clip > 0 && norm > o->c.clip)
         scale *= o->c.clip / norm;
-    for (int i = 0; i < o->n; i++)
-        update(o, params[i].data, grads[i].data, has_m(o) ? o->m[i].data : NULL,
-               has_v(o) ? o->v[i].data : NULL, tensor_numel(&params[i]), (float)lr, (float)scale,
-               o->decay[i]);
+    for (int i = 0; i < o->n; i++) {
+        Pass x = {o, params[i].data, has_m(o) ? o->m[i].data : NULL,
+                  has_v(o) ? o->v[i].data : NULL, grads[i].data, (float)lr, (float)scale,
+                  o->decay[i], 0, PTHREAD_MUTEX_INITIALIZER};
+        pool_parallel_for(o->pool, tensor_numel(&params[i]), CHUNK, update, &x);
+    }
     o->steps++;
     return norm;
 }

@@ -15,6 +15,7 @@ typedef struct OptConfig {
     double weight_decay;        /* decoupled; applied to parameters of rank >= 2 only
                                    (matrices and embeddings, not biases and norm gains) */
     double clip;                /* clip the global gradient norm to this (0: no clipping) */
+    int threads;                /* the update's threads (0: one per CPU) */
 } OptConfig;
 
 typedef struct LrSchedule {

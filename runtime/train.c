@@ -254,7 +254,8 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
 
 /* ---------------------------------------------------------------- the loop */
 
-/* One micro-batch: inputs (from the loader or synthetic), the joint graph run, its loss. */
+/* One micro-batch: inputs (from the loader or synthetic), the joint graph run (into last
+ * step's output tensors, reused), its loss. */
 static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
 {
     const Graph *g = r->joint;
@@ -262,8 +263,6 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
         tensor_free(&r->inputs[i]);
     bool ok = r->loader ? loader_next(r->loader, &r->inputs[r->tokens_at], &r->inputs[r->targets_at], e)
                         : init_inputs(g, &r->sb, r->o->seed + 1 + draw, r->given, r->inputs, e);
-    for (int i = 0; i < g->noutput; i++)
-        tensor_free(&r->outputs[i]);
     ok = ok && compiled_run(r->c, r->inputs, r->params, r->outputs, e);
     if (ok)
         *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0);
@@ -303,9 +302,9 @@ static void progress(Run *r, double loss, double lr, double norm, double dt, int
     double gflops = r->flops * (double)o->accum / dt * 1e-9, mfu = r->peak > 0 ? gflops / r->peak : 0;
     if (o->json)
         fprintf(o->out, "{\"step\": %lld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
-                "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"mfu\": %.4f, \"hfu\": %.4f, "
+                "\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"mfu\": %.4f, \"hfu\": %.4f, "
                 "\"planned_bytes\": %lld, \"skipped\": %lld}\n", (long long)r->step, loss, lr,
-                norm, (double)tokens / dt, gflops, mfu, mfu, (long long)res->planned_bytes,
+                norm, dt * 1e3, (double)tokens / dt, gflops, mfu, mfu, (long long)res->planned_bytes,
                 (long long)res->skipped);
     else
         fprintf(o->out, "step %5lld/%lld  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  "
@@ -321,12 +320,14 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     const TrainOptions *o = r->o;
     double t0 = now(), loss = 0, sum = 0;
     for (int64_t m = 0; m < o->accum; m++) {
-        if (!micro_batch(r, (uint64_t)(r->step * o->accum + m), &loss, e) || !add_grads(r, m == 0, e))
+        if (!micro_batch(r, (uint64_t)(r->step * o->accum + m), &loss, e) ||
+            (o->accum > 1 && !add_grads(r, m == 0, e)))
             return false;
         sum += loss;
     }
     double lr = lr_at(&o->lr, r->step);
-    double norm = optim_step(r->opt, r->params, r->accum, (int)o->accum, lr);
+    const Tensor *grads = o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
+    double norm = optim_step(r->opt, r->params, grads, (int)o->accum, lr);
     res->skipped += !isfinite(norm);
     r->step++;
     double dt = now() - t0, mean = sum / (double)o->accum;

@@ -53,11 +53,13 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         return rc;
     bool lion = kind == OPT_LION;
     o->steps = steps, o->accum = accum, o->log_every = log_every;
-    o->opt = (OptConfig){kind, 0.9, lion ? 0.99 : 0.95, 1e-8, kind == OPT_SGD ? momentum : 0, wd, clip};
+    o->opt = (OptConfig){kind, 0.9, lion ? 0.99 : 0.95, 1e-8, kind == OPT_SGD ? momentum : 0, wd,
+                         clip, (int)threads};
     o->lr = (LrSchedule){lr, min_lr, warmup, f->cosine ? steps : 0};
     o->data = f->data, o->data_width = (int)width, o->save = f->save, o->save_every = save_every;
     o->resume = f->resume, o->loss = f->loss, o->json = a->json, o->weights = a->weights;
     o->compile = compile_options(a, (int)threads);
+    o->opt.threads = (int)threads;
     return EXIT_OK;
 }
 

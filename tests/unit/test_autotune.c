@@ -224,15 +224,17 @@ static void test_model_and_cache(const char *dir)
     snprintf(cmd, sizeof cmd, "sed -i 's/\"cpu /\"other-cpu /' %s", path);
     CHECK(system(cmd) == 0);
     CHECK(tune_run(&m, path, &foreign, &e));
-    CHECK(foreign.n == first.n && measured(&foreign) == first.n);
+    CHECK(foreign.n > 0 && measured(&foreign) == foreign.n);
     /* a corrupt file: a warning, measured again, rewritten whole */
     FILE *f = fopen(path, "w");
     fputs("{\"format\": \"coil-autotune-cache\", \"entr", f);
     fclose(f);
     CHECK(tune_run(&m, path, &corrupt, &e));
-    CHECK(measured(&corrupt) == first.n);
+    /* everything measured again (the padding decision may differ from the first run's on
+     * a busy machine, and with it the kernels: compare with this run's own count) */
+    CHECK(corrupt.n > 0 && measured(&corrupt) == corrupt.n);
     TuneCache *c = tune_cache_open(path, &e);
-    CHECK(c && tune_cache_count(c) >= first.n);
+    CHECK(c && tune_cache_count(c) >= corrupt.n);
     tune_cache_free(c);
     if (!err_ok(&e))
         fprintf(stderr, "test_model_and_cache: %s\n", e.msg);

@@ -132,7 +132,7 @@ static void test_optimizers(void)
             ((float *)p[0].data)[i] = 1, ((float *)gr[0].data)[i] = (float)(i + 1);
         for (int i = 0; i < 2; i++)
             ((float *)p[1].data)[i] = 1, ((float *)gr[1].data)[i] = -2;
-        OptConfig c = {(OptKind)kind, 0.9, kind == OPT_LION ? 0.99 : 0.95, 1e-8, 0.5, 0.1, 0};
+        OptConfig c = {(OptKind)kind, 0.9, kind == OPT_LION ? 0.99 : 0.95, 1e-8, 0.5, 0.1, 0, 1};
         Optimizer *o = optim_new(&c, g, p, &e);
         double norm = optim_step(o, p, gr, 2, 0.01); /* two micro-batches: grads halved */
         CHECK(fabs(norm - sqrt(0.25 * (1 + 4 + 9 + 16 + 4 + 4))) < 1e-6);
@@ -161,7 +161,7 @@ static TrainOptions char_model(int64_t steps, const char *save, bool resume)
     static const SymSize sizes[2] = {{"B", 8}, {"T", 64}};
     TrainOptions o = {.loss = "cross_entropy", .steps = steps, .accum = 1, .sizes = sizes,
                       .nsizes = 2, .data = TEXT, .data_width = 1, .seed = 5,
-                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0},
+                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
                       .lr = {3e-3, 3e-4, 10, 400}, .log_every = 0, .save = save,
                       .resume = resume, .compile = {.threads = 2}, .out = stdout};
     return o;
