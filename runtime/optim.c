@@ -218,4 +218,13 @@ Tensor *optim_state(Optimizer *o, int i, const char **name)
 }
 
 int64_t optim_steps(const Optimizer *o) { return o->steps; }
+
+int64_t optim_state_bytes(const Optimizer *o)
+{
+    int64_t n = 0;
+    for (int i = 0; i < o->n; i++)
+        n += (int64_t)(has_m(o) ? tensor_nbytes(&o->m[i]) : 0) +
+             (int64_t)(has_v(o) ? tensor_nbytes(&o->v[i]) : 0);
+    return n;
+}
 void optim_set_steps(Optimizer *o, int64_t steps) { o->steps = steps; }

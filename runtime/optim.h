@@ -42,6 +42,7 @@ double lr_at(const LrSchedule *s, int64_t step);
 int optim_state_count(const Optimizer *o);
 Tensor *optim_state(Optimizer *o, int i, const char **name);
 int64_t optim_steps(const Optimizer *o);
+int64_t optim_state_bytes(const Optimizer *o);
 void optim_set_steps(Optimizer *o, int64_t steps);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "include/coil/coil.h"
 #include "passes/passes.h"
@@ -93,7 +94,21 @@ typedef struct Run {
     Loader *loader;
     int64_t step;
     double flops, peak;
+    int64_t rss0;        /* resident bytes once compiled, before any training state */
 } Run;
+
+/* The process's resident set now (/proc/self/statm), 0 when unknown. */
+static int64_t resident_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
 
 static void run_free(Run *r)
 {
@@ -143,13 +158,16 @@ static bool setup(Run *r, const Graph *model, Err *e)
     }
     r->targets_at = input_named(g, "targets");
     r->tokens_at = r->targets_at == 0 && g->ninput > 1 ? 1 : 0;
+    /* compiled first: the resident memory after it is the baseline the training state's
+     * (parameters, gradients, optimizer state, activations) is measured from */
     bool ok = init_symbols(g, NULL, r->given, o->sizes, o->nsizes, 1, &r->sb, e) &&
-              (o->weights ? safetensors_bind(g, o->weights, r->params, e)
-                          : init_params(g, &r->sb, o->seed, r->params, e)) &&
               graph_flops(g, &r->sb, &r->flops, e) &&
-              (r->c = compile_graph(g, &o->compile, e)) != NULL &&
-              (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL;
-    return ok;
+              (r->c = compile_graph(g, &o->compile, e)) != NULL;
+    r->rss0 = resident_bytes();
+    return ok &&
+           (o->weights ? safetensors_bind(g, o->weights, r->params, e)
+                       : init_params(g, &r->sb, o->seed, r->params, e)) &&
+           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL;
 }
 
 /* ---------------------------------------------------------------- checkpoints */
@@ -315,6 +333,14 @@ static void progress(Run *r, double loss, double lr, double norm, double dt, int
     fflush(o->out);
 }
 
+static int64_t grad_bytes(const Run *r)
+{
+    int64_t n = 0;
+    for (int i = 0; i < r->nparam; i++)
+        n += (int64_t)tensor_nbytes(&r->params[i]);
+    return n;
+}
+
 static bool step_once(Run *r, TrainResult *res, Err *e)
 {
     const TrainOptions *o = r->o;
@@ -340,7 +366,8 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
         res->tail_loss += res->tail[i] / (double)n;
     const MemoryPlan *mp = compiled_plan(r->c);
     if (mp)
-        res->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes;
+        res->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes +
+                             optim_state_bytes(r->opt) + (o->accum > 1 ? grad_bytes(r) : 0);
     if (o->log_every > 0 && (r->step % o->log_every == 0 || r->step == o->steps || res->steps == 1))
         progress(r, mean, lr, norm, dt, batch_tokens(r) * o->accum, res);
     return true;
@@ -373,8 +400,131 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     }
     if (ok && o->save)
         ok = save_checkpoint(&r, e);
+    res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;
     res->mfu = res->seconds > 0 && r.peak > 0 ? res->flops_per_step * (double)res->steps /
                                                     res->seconds * 1e-9 / r.peak : 0;
     run_free(&r);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- planning */
+
+static int64_t value_bytes(const Graph *g, int id, const SymBind *sb)
+{
+    const Type *t = &g->node[id].type;
+    int64_t dims[COIL_MAX_RANK], n = dtype_info[t->dt].size;
+    if (!type_resolve(t, sb, dims))
+        return 0;
+    for (int d = 0; d < t->rank; d++)
+        n *= dims[d];
+    return n;
+}
+
+/* Forward values (ids up to the loss) the backward reads, seen through views to the
+ * values they view (a view costs nothing, what it reads must be kept). */
+static int64_t saved_bytes(const Graph *g, int loss, const SymBind *sb)
+{
+    bool *keep = calloc((size_t)g->nnode + 1, sizeof *keep);
+    int64_t total = 0;
+    for (int j = loss + 1; keep && j < g->nnode; j++)
+        for (int k = 0; k < g->node[j].nin; k++)
+            if (g->node[j].in[k] <= loss)
+                keep[g->node[j].in[k]] = true;
+    for (int i = loss; keep && i >= 0; i--) {
+        const Node *n = &g->node[i];
+        if (!keep[i])
+            continue;
+        if (op_info[n->op].flags & OPF_VIEW) {
+            keep[n->in[0]] = true;
+            continue;
+        }
+        bool leaf = op_info[n->op].flags & OPF_LEAF;
+        total += leaf ? 0 : value_bytes(g, i, sb);
+    }
+    free(keep);
+    return total;
+}
+
+/* The plan at sizes sb: memory parts and totals (no FLOPs). */
+static bool plan_at(const Graph *joint, const TrainOptions *o, const SymBind *sb, TrainPlan *p,
+                    Err *e)
+{
+    MemoryPlan mp;
+    if (!compile_plan(joint, &o->compile, sb, &mp, e))
+        return false;
+    int64_t outputs = 0;
+    for (int i = 1; i < joint->noutput; i++)
+        outputs += value_bytes(joint, joint->output[i], sb);
+    int per = o->opt.kind == OPT_ADAMW ? 2 : o->opt.kind == OPT_LION || o->opt.momentum != 0 ? 1 : 0;
+    p->params = mp.param_bytes, p->grads = outputs * (o->accum > 1 ? 2 : 1);
+    p->optimizer = per * mp.param_bytes;
+    p->inputs = mp.io_bytes - outputs;
+    p->saved = saved_bytes(joint, joint->output[0], sb);
+    p->saved = p->saved < mp.arena_bytes ? p->saved : mp.arena_bytes;
+    p->workspace = mp.arena_bytes - p->saved;
+    p->total = p->params + p->grads + p->optimizer + mp.arena_bytes + p->inputs;
+    plan_free(&mp);
+    return true;
+}
+
+/* The largest B whose plan fits `limit`: the plan is affine in B, so two sizes give the
+ * line; the answer is then checked (and stepped down) with the planner itself. */
+static int64_t max_batch(const Graph *joint, const TrainOptions *o, SymBind sb, int64_t limit,
+                         Err *e)
+{
+    int b = graph_sym_find(joint, "B", 1);
+    if (b < 0 || limit <= 0)
+        return -1;
+    TrainPlan one, two;
+    sb.val[b] = 1;
+    if (!plan_at(joint, o, &sb, &one, e))
+        return -1;
+    sb.val[b] = 2;
+    if (!plan_at(joint, o, &sb, &two, e))
+        return -1;
+    int64_t slope = two.total - one.total;
+    if (one.total > limit)
+        return 0;
+    int64_t best = slope > 0 ? 1 + (limit - one.total) / slope : INT32_MAX;
+    for (int tries = 0; tries < 8 && best > 1; tries++) {
+        TrainPlan at;
+        sb.val[b] = best;
+        if (plan_at(joint, o, &sb, &at, e) && at.total <= limit)
+            break;
+        best = best * 15 / 16;
+    }
+    return best;
+}
+
+bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainPlan *p, Err *e)
+{
+    *p = (TrainPlan){.max_batch = -1};
+    Graph *tg = train_graph(model, o->loss, e);
+    Graph *joint = tg ? autodiff(tg, NULL, e) : NULL;
+    graph_free(tg);
+    bool *given = joint ? calloc((size_t)joint->ninput + 1, sizeof *given) : NULL;
+    SymBind sb;
+    bool ok = given && init_symbols(joint, NULL, given, o->sizes, o->nsizes, 1, &sb, e) &&
+              plan_at(joint, o, &sb, p, e) && graph_flops(joint, &sb, &p->flops, e);
+    if (ok) {
+        int threads = o->compile.threads > 0 ? o->compile.threads : pool_default_threads();
+        p->flops *= (double)o->accum;
+        p->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops : peak_fma_gflops(threads, 0.2);
+        p->bandwidth_gbs = peak_copy_gbs(threads, 64u << 20);
+        /* traffic: parameters read twice (forward, backward), gradients written and read,
+         * the optimizer reading and writing parameters and its state, the arena written
+         * and read once per micro-batch */
+        double bytes = 2.0 * (double)p->params * (double)o->accum + 2.0 * (double)p->grads +
+                       2.0 * (double)(p->params + p->optimizer) +
+                       2.0 * (double)(p->saved + p->workspace) * (double)o->accum;
+        p->compute_s = p->flops / (p->peak_gflops * 1e9);
+        p->memory_s = bytes / (p->bandwidth_gbs * 1e9);
+        p->step_s = p->compute_s > p->memory_s ? p->compute_s : p->memory_s;
+        p->max_batch = max_batch(joint, o, sb, limit, e);
+    }
+    if (!given && joint && err_ok(e))
+        err_set(e, ERR_INPUT, "out of memory");
+    free(given);
+    graph_free(joint);
     return ok;
 }

@@ -40,7 +40,8 @@ typedef struct TrainResult {
     double first_loss, last_loss, seconds, flops_per_step, mfu;
     double tail_loss;          /* the mean loss of the last TRAIN_TAIL steps (less noisy) */
     int64_t steps, skipped;    /* steps taken; updates skipped for a non-finite gradient */
-    int64_t planned_bytes;
+    int64_t planned_bytes;     /* the engine's plan: activations, parameters, inputs, outputs */
+    int64_t measured_bytes;    /* resident memory the training added after compiling */
     double tail[TRAIN_TAIL];   /* the last steps' losses, a ring */
 } TrainResult;
 
@@ -48,5 +49,15 @@ typedef struct TrainResult {
  * "targets" added for cross_entropy). Errors name the model and what is missing. */
 Graph *train_graph(const Graph *model, const char *loss, Err *e);
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);
+
+/* What a training step needs, before anything runs (`coil plan`): bytes of parameters,
+ * gradients, optimizer state, saved activations (forward values the backward reads) and
+ * the rest of the activation arena (workspace), the inputs; FLOPs; a roofline time. */
+typedef struct TrainPlan {
+    int64_t params, grads, optimizer, saved, workspace, inputs, total;
+    double flops, peak_gflops, bandwidth_gbs, compute_s, memory_s, step_s;
+    int64_t max_batch;         /* the largest B within `limit` (-1: no limit or no B) */
+} TrainPlan;
+bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainPlan *p, Err *e);
 
 #endif

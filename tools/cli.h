@@ -101,6 +101,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_compile(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_train(const Command *cmd, Args *a, int argc, char **argv);
+int cmd_plan(const Command *cmd, Args *a, int argc, char **argv);
 
 /* --mode's help lines, shared by the commands that take it. */
 #define MODE_HELP                                                                         \

@@ -314,6 +314,26 @@ static const Command commands[] = {
      "  --seed N               initializers, synthetic batches and the data sampler\n"
      "  --threads N            threads (default: one per CPU)\n"
      "  --mode MODE            as for run (max-autotune tunes the joint graph)\n"},
+    {"plan", cmd_plan, "a training step's memory and time, before anything runs",
+     "usage: coil plan MODEL [options]\n"
+     "\n"
+     "Builds the training graph as coil train would (the loss, autodiff) and plans it\n"
+     "without generating code: the bytes of parameters, gradients, optimizer state, saved\n"
+     "activations (forward values the backward reads), the rest of the activation arena\n"
+     "(workspace) and inputs; the FLOPs of a step and a roofline time (the larger of the\n"
+     "FLOPs at the measured FMA peak and an estimate of the bytes moved at the measured\n"
+     "copy bandwidth); with --memory, the largest micro-batch B that fits.\n"
+     "\n"
+     "options:\n"
+     "  --loss cross_entropy   as for train (default: the model's output 'loss')\n"
+     "  --dim NAME=N           sizes: B and T (repeatable)\n"
+     "  --set NAME=VALUE       override a config constant (repeatable)\n"
+     "  --memory SIZE          e.g. 80GiB: report the largest micro-batch within it\n"
+     "  --optimizer NAME       adamw (default), sgd (with momentum), lion\n"
+     "  --accum N              micro-batches per step\n"
+     "  --precision f32        (mixed precision is not built yet)\n"
+     "  --threads N            threads for the measured peaks\n"
+     "  --peak GFLOPS          the peak, instead of measuring it\n"},
     {"compile", cmd_compile, "compile a model ahead of time into a package directory",
      "usage: coil compile MODEL -o DIR [options]\n"
      "\n"

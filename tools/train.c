@@ -104,9 +104,11 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     TrainResult res;
     bool ok = g && train_run(g, &o, &res, &e);
     if (ok && !a->json)
-        printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%%s\n",
+        printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%%s\n"
+               "memory %.1f MiB planned (coil plan's total), %.1f MiB resident growth measured\n",
                (long long)res.steps, res.seconds, res.first_loss, res.last_loss,
-               res.flops_per_step, 100 * res.mfu, o.save ? ", checkpoint saved" : "");
+               res.flops_per_step, 100 * res.mfu, o.save ? ", checkpoint saved" : "",
+               (double)res.planned_bytes / 1048576.0, (double)res.measured_bytes / 1048576.0);
     graph_free(g);
     return ok ? EXIT_OK : cli_fail(&e);
 }

@@ -251,6 +251,41 @@ static void test_kill(const char *dir)
     graph_free(g);
 }
 
+/* coil plan's total before anything runs, against the resident memory a run adds once
+ * compiled: within 10% (the issue's bar), at a size where the state dwarfs the allocator's
+ * own pages. */
+static void test_plan_agrees(void)
+{
+    static const char *const mid[] = {"layers=4", "heads=4", "hidden=256", "vocab=4096",
+                                      "context=256"};
+    static const SymSize sizes[2] = {{"B", 4}, {"T", 256}};
+    Graph *g = load(mid, 5);
+    TrainOptions o = {.loss = "cross_entropy", .steps = 2, .accum = 1, .sizes = sizes,
+                      .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .lr = {1e-3, 1e-4, 0, 0}, .compile = {.threads = 2}, .peak_gflops = 100,
+                      .out = stdout};
+    TrainPlan plan;
+    TrainResult r;
+    Err e = {0};
+    bool ok = g && train_plan(g, &o, 1ll << 30, &plan, &e) && train_run(g, &o, &r, &e);
+    CHECK(ok);
+    if (!ok) {
+        fprintf(stderr, "plan: %s\n", e.msg);
+        graph_free(g);
+        return;
+    }
+    printf("coil plan: %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, saved %.1f, "
+           "workspace %.1f); measured %.1f MiB; B <= %lld in 1 GiB\n", plan.total / 1048576.0,
+           plan.params / 1048576.0, plan.grads / 1048576.0, plan.optimizer / 1048576.0,
+           plan.saved / 1048576.0, plan.workspace / 1048576.0, r.measured_bytes / 1048576.0,
+           (long long)plan.max_batch);
+    CHECK(plan.total == r.planned_bytes);
+    CHECK(fabs((double)(r.measured_bytes - plan.total)) <= 0.1 * (double)plan.total);
+    CHECK(plan.params > 0 && plan.grads == plan.params && plan.optimizer == 2 * plan.params);
+    CHECK(plan.max_batch > 4 && plan.flops > 0 && plan.step_s > 0);
+    graph_free(g);
+}
+
 int main(void)
 {
     test_optimizers();
@@ -260,6 +295,7 @@ int main(void)
     }
     test_gradients_match_pytorch();
     test_learns();
+    test_plan_agrees();
     char dir[] = "/tmp/coil-train-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     test_resume(dir);
