@@ -63,6 +63,15 @@ bool pad_gemm_dims(const Graph *g, int node, int multiple, int64_t *n, int64_t *
 Graph *autodiff(const Graph *g, const char *loss, Err *e);
 Graph *pass_autodiff(const Graph *g, Err *e); /* the pass table's: loss = output "loss" */
 
+/* remat.c: which forward values a joint graph (autodiff's: output 0 the loss, forward
+ * nodes up to it) keeps for the backward and which the backward recomputes, by a minimum
+ * cut weighted by bytes at sizes sb: none (keep all), auto (matmul outputs are never
+ * recomputed), full (anything but leaves may be: the least memory; not offered by
+ * remat_mode_parse yet, see remat.c). */
+typedef enum RematMode { REMAT_NONE, REMAT_AUTO, REMAT_FULL } RematMode;
+bool remat_mode_parse(const char *s, RematMode *m);
+Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e);
+
 /* Folded values larger than this stay as computations: constants print as text. */
 #define FOLD_MAX_ELEMS 65536
 

@@ -207,7 +207,8 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 {
     double t0 = now();
     Graph *g = graph_copy(src, e);
-    if (!g || !run_passes(&g, pipeline_for(o), e) || !same_params(src, g, e) ||
+    bool run = !(o && o->optimised);
+    if (!g || (run && !run_passes(&g, pipeline_for(o), e)) || !same_params(src, g, e) ||
         (padding_tuned(o) && !tune_pad(&g, o->tune_sizes, CPU_PAD_MULTIPLE, o, e))) {
         graph_free(g);
         return NULL;
@@ -263,7 +264,8 @@ bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, 
 {
     Graph *g = graph_copy(src, e);
     LowerOptions lo = {.no_fusion = o && o->no_fusion};
-    Program *p = g && run_passes(&g, pipeline_for(o), e) ? loop_lower(g, &lo, e) : NULL;
+    bool passes = !(o && o->optimised);
+    Program *p = g && (!passes || run_passes(&g, pipeline_for(o), e)) ? loop_lower(g, &lo, e) : NULL;
     bool ok = p && plan_memory(p, sb, plan, e);
     program_free(p);
     graph_free(g);

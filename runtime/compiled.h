@@ -33,6 +33,8 @@ typedef struct CompileOptions {
                             NVRTC for its architecture, GEMMs on cuBLAS); where no GPU can
                             run, compiling fails with the reason */
     CudaEngineOptions cuda; /* with device "cuda" (profile above sets its profile) */
+    bool optimised;      /* the graph has been through the passes already (a rematerialised
+                            joint graph: CSE would merge its recomputations back) */
     CompileMode mode;
     const char *tune_cache;   /* max-autotune: the cache file (NULL: tune_cache_default_path) */
     bool tune_progress;       /* max-autotune: a progress bar on stderr while measuring */

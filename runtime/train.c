@@ -93,7 +93,7 @@ typedef struct Run {
     Optimizer *opt;
     Loader *loader;
     int64_t step;
-    double flops, peak;
+    double flops, hflops, peak; /* the model's FLOPs a micro-batch; with recomputation */
     int64_t rss0;        /* resident bytes once compiled, before any training state */
 } Run;
 
@@ -136,14 +136,31 @@ static int input_named(const Graph *g, const char *name)
     return -1;
 }
 
+/* The joint graph of model's loss at the sizes o gives (into *sb), rematerialised as
+ * o->checkpoint says; *flops: the model's FLOPs a micro-batch (before recomputation). */
+static Graph *joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
+                          Err *e)
+{
+    Graph *tg = train_graph(model, o->loss, e);
+    Graph *joint = tg ? autodiff(tg, NULL, e) : NULL;
+    graph_free(tg);
+    bool *given = joint ? calloc((size_t)joint->ninput + 1, sizeof *given) : NULL;
+    bool ok = given && init_symbols(joint, NULL, given, o->sizes, o->nsizes, 1, sb, e) &&
+              graph_flops(joint, sb, flops, e);
+    free(given);
+    /* the passes first, then the cut: CSE afterwards would merge each recomputation with
+     * the forward value it repeats */
+    ok = ok && run_passes(&joint, pass_pipeline, e);
+    Graph *out = ok ? pass_remat(joint, o->checkpoint, sb, e) : NULL;
+    graph_free(joint);
+    return out;
+}
+
 /* The joint graph, compiled, with parameters and sizes. */
 static bool setup(Run *r, const Graph *model, Err *e)
 {
     const TrainOptions *o = r->o;
-    Graph *tg = train_graph(model, o->loss, e);
-    r->joint = tg ? autodiff(tg, NULL, e) : NULL;
-    graph_free(tg);
-    if (!r->joint)
+    if (!(r->joint = joint_graph(model, o, &r->sb, &r->flops, e)))
         return false;
     const Graph *g = r->joint;
     r->nparam = graph_params(g, NULL);
@@ -160,9 +177,9 @@ static bool setup(Run *r, const Graph *model, Err *e)
     r->tokens_at = r->targets_at == 0 && g->ninput > 1 ? 1 : 0;
     /* compiled first: the resident memory after it is the baseline the training state's
      * (parameters, gradients, optimizer state, activations) is measured from */
-    bool ok = init_symbols(g, NULL, r->given, o->sizes, o->nsizes, 1, &r->sb, e) &&
-              graph_flops(g, &r->sb, &r->flops, e) &&
-              (r->c = compile_graph(g, &o->compile, e)) != NULL;
+    CompileOptions co = o->compile;
+    co.optimised = true;
+    bool ok = graph_flops(g, &r->sb, &r->hflops, e) && (r->c = compile_graph(g, &co, e)) != NULL;
     r->rss0 = resident_bytes();
     return ok &&
            (o->weights ? safetensors_bind(g, o->weights, r->params, e)
@@ -318,17 +335,18 @@ static void progress(Run *r, double loss, double lr, double norm, double dt, int
 {
     const TrainOptions *o = r->o;
     double gflops = r->flops * (double)o->accum / dt * 1e-9, mfu = r->peak > 0 ? gflops / r->peak : 0;
+    double hfu = r->peak > 0 ? r->hflops * (double)o->accum / dt * 1e-9 / r->peak : 0;
     if (o->json)
         fprintf(o->out, "{\"step\": %lld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
                 "\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"mfu\": %.4f, \"hfu\": %.4f, "
                 "\"planned_bytes\": %lld, \"skipped\": %lld}\n", (long long)r->step, loss, lr,
-                norm, dt * 1e3, (double)tokens / dt, gflops, mfu, mfu, (long long)res->planned_bytes,
+                norm, dt * 1e3, (double)tokens / dt, gflops, mfu, hfu, (long long)res->planned_bytes,
                 (long long)res->skipped);
     else
         fprintf(o->out, "step %5lld/%lld  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  "
                 "%.1f GFLOP/s  MFU %.1f%%  HFU %.1f%%  mem %.1f MiB%s\n", (long long)r->step,
                 (long long)o->steps, loss, lr, norm, (double)tokens / dt, gflops, 100 * mfu,
-                100 * mfu, (double)res->planned_bytes / 1048576.0,
+                100 * hfu, (double)res->planned_bytes / 1048576.0,
                 res->skipped ? "  (a step skipped: non-finite gradient)" : "");
     fflush(o->out);
 }
@@ -393,6 +411,7 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
                                 : peak_fma_gflops(o->compile.threads > 0 ? o->compile.threads
                                                                          : pool_default_threads(), 0.2);
     res->flops_per_step = r.flops * (double)o->accum;
+    res->hflops_per_step = r.hflops * (double)o->accum;
     while (ok && r.step < o->steps) {
         ok = step_once(&r, res, e);
         if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0)
@@ -401,8 +420,8 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     if (ok && o->save)
         ok = save_checkpoint(&r, e);
     res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;
-    res->mfu = res->seconds > 0 && r.peak > 0 ? res->flops_per_step * (double)res->steps /
-                                                    res->seconds * 1e-9 / r.peak : 0;
+    double per_s = res->seconds > 0 && r.peak > 0 ? (double)res->steps / res->seconds * 1e-9 / r.peak : 0;
+    res->mfu = res->flops_per_step * per_s, res->hfu = res->hflops_per_step * per_s;
     run_free(&r);
     return ok;
 }
@@ -450,7 +469,9 @@ static bool plan_at(const Graph *joint, const TrainOptions *o, const SymBind *sb
                     Err *e)
 {
     MemoryPlan mp;
-    if (!compile_plan(joint, &o->compile, sb, &mp, e))
+    CompileOptions co = o->compile;
+    co.optimised = true;
+    if (!compile_plan(joint, &co, sb, &mp, e))
         return false;
     int64_t outputs = 0;
     for (int i = 1; i < joint->noutput; i++)
@@ -499,16 +520,12 @@ static int64_t max_batch(const Graph *joint, const TrainOptions *o, SymBind sb, 
 bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainPlan *p, Err *e)
 {
     *p = (TrainPlan){.max_batch = -1};
-    Graph *tg = train_graph(model, o->loss, e);
-    Graph *joint = tg ? autodiff(tg, NULL, e) : NULL;
-    graph_free(tg);
-    bool *given = joint ? calloc((size_t)joint->ninput + 1, sizeof *given) : NULL;
     SymBind sb;
-    bool ok = given && init_symbols(joint, NULL, given, o->sizes, o->nsizes, 1, &sb, e) &&
-              plan_at(joint, o, &sb, p, e) && graph_flops(joint, &sb, &p->flops, e);
+    Graph *joint = joint_graph(model, o, &sb, &p->flops, e);
+    bool ok = joint && plan_at(joint, o, &sb, p, e) && graph_flops(joint, &sb, &p->hflops, e);
     if (ok) {
         int threads = o->compile.threads > 0 ? o->compile.threads : pool_default_threads();
-        p->flops *= (double)o->accum;
+        p->flops *= (double)o->accum, p->hflops *= (double)o->accum;
         p->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops : peak_fma_gflops(threads, 0.2);
         p->bandwidth_gbs = peak_copy_gbs(threads, 64u << 20);
         /* traffic: parameters read twice (forward, backward), gradients written and read,
@@ -517,14 +534,11 @@ bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainP
         double bytes = 2.0 * (double)p->params * (double)o->accum + 2.0 * (double)p->grads +
                        2.0 * (double)(p->params + p->optimizer) +
                        2.0 * (double)(p->saved + p->workspace) * (double)o->accum;
-        p->compute_s = p->flops / (p->peak_gflops * 1e9);
+        p->compute_s = p->hflops / (p->peak_gflops * 1e9);
         p->memory_s = bytes / (p->bandwidth_gbs * 1e9);
         p->step_s = p->compute_s > p->memory_s ? p->compute_s : p->memory_s;
         p->max_batch = max_batch(joint, o, sb, limit, e);
     }
-    if (!given && joint && err_ok(e))
-        err_set(e, ERR_INPUT, "out of memory");
-    free(given);
     graph_free(joint);
     return ok;
 }

@@ -8,11 +8,13 @@
 
 #include <stdio.h>
 
+#include "passes/passes.h"
 #include "runtime/compiled.h"
 #include "runtime/init.h"
 #include "runtime/optim.h"
 
 typedef struct TrainOptions {
+    RematMode checkpoint;      /* what the backward recomputes instead of keeping */
     const char *loss;          /* NULL: the model's output "loss"; "cross_entropy": of its
                                   first output against an added input "targets" */
     int64_t steps, accum;      /* optimizer steps; micro-batches summed per step */
@@ -38,6 +40,7 @@ typedef struct TrainOptions {
 
 typedef struct TrainResult {
     double first_loss, last_loss, seconds, flops_per_step, mfu;
+    double hflops_per_step, hfu; /* with what rematerialisation recomputes */
     double tail_loss;          /* the mean loss of the last TRAIN_TAIL steps (less noisy) */
     int64_t steps, skipped;    /* steps taken; updates skipped for a non-finite gradient */
     int64_t planned_bytes;     /* the engine's plan: activations, parameters, inputs, outputs */
@@ -55,7 +58,7 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e
  * the rest of the activation arena (workspace), the inputs; FLOPs; a roofline time. */
 typedef struct TrainPlan {
     int64_t params, grads, optimizer, saved, workspace, inputs, total;
-    double flops, peak_gflops, bandwidth_gbs, compute_s, memory_s, step_s;
+    double flops, hflops, peak_gflops, bandwidth_gbs, compute_s, memory_s, step_s;
     int64_t max_batch;         /* the largest B within `limit` (-1: no limit or no B) */
 } TrainPlan;
 bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainPlan *p, Err *e);

@@ -313,7 +313,9 @@ static const Command commands[] = {
      "  --weights FILE         initial parameters from safetensors\n"
      "  --seed N               initializers, synthetic batches and the data sampler\n"
      "  --threads N            threads (default: one per CPU)\n"
-     "  --mode MODE            as for run (max-autotune tunes the joint graph)\n"},
+     "  --mode MODE            as for run (max-autotune tunes the joint graph)\n"
+     "  --checkpoint MODE      none (keep every forward value the backward reads) or auto\n"
+     "                         (a minimum cut by bytes: recompute cheap ops, never matmuls)\n"},
     {"plan", cmd_plan, "a training step's memory and time, before anything runs",
      "usage: coil plan MODEL [options]\n"
      "\n"
@@ -332,6 +334,7 @@ static const Command commands[] = {
      "  --optimizer NAME       adamw (default), sgd (with momentum), lion\n"
      "  --accum N              micro-batches per step\n"
      "  --precision f32        (mixed precision is not built yet)\n"
+     "  --checkpoint MODE      none or auto: as for train\n"
      "  --threads N            threads for the measured peaks\n"
      "  --peak GFLOPS          the peak, instead of measuring it\n"},
     {"compile", cmd_compile, "compile a model ahead of time into a package directory",

@@ -38,8 +38,8 @@ static void print_plan(const Graph *g, const TrainOptions *o, const TrainPlan *p
     line("workspace", p->workspace, p->total);
     line("inputs", p->inputs, p->total);
     line("total", p->total, p->total);
-    printf("FLOPs per step %.4g; roofline %.3f ms (compute %.3f ms at %.1f GFLOP/s, memory "
-           "%.3f ms at %.1f GB/s)\n", p->flops, p->step_s * 1e3, p->compute_s * 1e3,
+    printf("FLOPs per step %.4g (%.4g with recomputation); roofline %.3f ms (compute %.3f ms at %.1f GFLOP/s, memory "
+           "%.3f ms at %.1f GB/s)\n", p->flops, p->hflops, p->step_s * 1e3, p->compute_s * 1e3,
            p->peak_gflops, p->memory_s * 1e3, p->bandwidth_gbs);
     if (mem && p->max_batch >= 0)
         printf("largest micro-batch within %s: B = %lld\n", mem, (long long)p->max_batch);
@@ -49,14 +49,15 @@ static void print_plan(const Graph *g, const TrainOptions *o, const TrainPlan *p
 
 int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
 {
-    const char *loss = NULL, *memory = NULL, *optimizer = NULL, *accum = NULL, *precision = NULL;
+    const char *loss = NULL, *memory = NULL, *optimizer = NULL, *accum = NULL, *precision = NULL,
+               *checkpoint = NULL;
     const Flag flags[] = {
         {"--loss", .value = &loss},           {"--memory", .value = &memory},
         {"--optimizer", .value = &optimizer}, {"--accum", .value = &accum},
         {"--precision", .value = &precision}, {"--set", .list = &a->set},
         {"--dim", .list = &a->dim},           {"--threads", .value = &a->threads},
         {"--no-fusion", .on = &a->no_fusion}, {"--device", .value = &a->device},
-        {"--peak", .value = &a->peak},
+        {"--peak", .value = &a->peak},         {"--checkpoint", .value = &checkpoint},
     };
     SymSize sizes[argc + 1];
     int64_t limit = 0, threads, n_accum;
@@ -72,6 +73,8 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
         rc = usage_error(cmd, "--memory %s: expected a size such as 80GiB or 512MiB", memory);
     if (rc == EXIT_OK && !a->help && optimizer && !optim_parse(optimizer, &o.opt.kind))
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", optimizer);
+    if (rc == EXIT_OK && !a->help && checkpoint && !remat_mode_parse(checkpoint, &o.checkpoint))
+        rc = usage_error(cmd, "--checkpoint %s: expected none or auto (full is not built yet)", checkpoint);
     if (rc == EXIT_OK && !a->help && precision && strcmp(precision, "f32") != 0)
         rc = usage_error(cmd, "--precision %s: only f32 is built yet (mixed precision is not)",
                          precision);

@@ -8,7 +8,7 @@
 
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
-        *save, *save_every, *data, *width, *loss, *momentum;
+        *save, *save_every, *data, *width, *loss, *momentum, *checkpoint;
     bool resume, cosine, synthetic;
 } TrainFlags;
 
@@ -47,6 +47,8 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", f->optimizer);
     if (!rc && f->resume && !f->save)
         rc = usage_error(cmd, "--resume needs --save DIR (the checkpoint to continue from)");
+    if (!rc && f->checkpoint && !remat_mode_parse(f->checkpoint, &o->checkpoint))
+        rc = usage_error(cmd, "--checkpoint %s: expected none or auto (full is not built yet)", f->checkpoint);
     if (!rc && f->data && f->synthetic)
         rc = usage_error(cmd, "--data and --synthetic exclude each other");
     if (rc)
@@ -80,7 +82,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--seed", .value = &a->seed},         {"--threads", .value = &a->threads},
         {"--json", .on = &a->json},            {"--weights", .value = &a->weights},
         {"--no-fusion", .on = &a->no_fusion},  {"--mode", .value = &a->mode},
-        {"--cache", .value = &a->cache},
+        {"--cache", .value = &a->cache},       {"--checkpoint", .value = &f.checkpoint},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -104,10 +106,11 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     TrainResult res;
     bool ok = g && train_run(g, &o, &res, &e);
     if (ok && !a->json)
-        printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%%s\n"
+        printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%, "
+               "HFU %.1f%%%s\n"
                "memory %.1f MiB planned (coil plan's total), %.1f MiB resident growth measured\n",
                (long long)res.steps, res.seconds, res.first_loss, res.last_loss,
-               res.flops_per_step, 100 * res.mfu, o.save ? ", checkpoint saved" : "",
+               res.flops_per_step, 100 * res.mfu, 100 * res.hfu, o.save ? ", checkpoint saved" : "",
                (double)res.planned_bytes / 1048576.0, (double)res.measured_bytes / 1048576.0);
     graph_free(g);
     return ok ? EXIT_OK : cli_fail(&e);

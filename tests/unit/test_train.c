@@ -286,6 +286,52 @@ static void test_plan_agrees(void)
     graph_free(g);
 }
 
+/* --checkpoint auto recomputes instead of keeping, and computes the same: the tiny GPT-2's
+ * loss and gradients equal without it (the interpreter: the same ops on the same values,
+ * bit for bit), its graph-level saved activations fall, and it trains. */
+static void test_remat(void)
+{
+    static const SymSize sizes[2] = {{"B", 2}, {"T", 11}};
+    Graph *model = load(tiny, 5);
+    TrainOptions o = {.loss = "cross_entropy", .steps = 3, .accum = 1, .sizes = sizes,
+                      .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .lr = {1e-3, 1e-4, 0, 0}, .compile = {.threads = 2}, .peak_gflops = 100,
+                      .out = stdout};
+    TrainPlan none, autop;
+    TrainResult r;
+    Err e = {0};
+    bool ok = model && train_plan(model, &o, 0, &none, &e);
+    o.checkpoint = REMAT_AUTO;
+    ok = ok && train_plan(model, &o, 0, &autop, &e) && train_run(model, &o, &r, &e);
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "remat: %s\n", e.msg);
+    CHECK(ok && autop.saved < none.saved && autop.hflops >= autop.flops && r.steps == 3);
+    Graph *j = model ? joint_of(model) : NULL;
+    SymBind sb = {0};
+    sb.val[0] = 2, sb.val[1] = 11, sb.known[0] = sb.known[1] = true;
+    Graph *rj = j ? pass_remat(j, REMAT_AUTO, &sb, &e) : NULL;
+    CHECK(rj != NULL && rj->noutput == j->noutput);
+    int np = rj ? graph_params(rj, NULL) : 0;
+    Tensor in[2] = {0}, *params = calloc((size_t)np + 1, sizeof *params);
+    Tensor *a = calloc(64, sizeof *a), *b = calloc(64, sizeof *b);
+    ok = rj && rj->noutput <= 64 && npy_read(DIR "ids.npy", &in[0], &e) &&
+         npy_read(DIR "targets.npy", &in[1], &e) &&
+         safetensors_bind(rj, DIR "weights.safetensors", params, &e) &&
+         interp_run(j, in, params, a, NULL, &e) && interp_run(rj, in, params, b, NULL, &e);
+    CHECK(ok);
+    for (int i = 0; ok && i < rj->noutput; i++)
+        CHECK(tensor_nbytes(&a[i]) == tensor_nbytes(&b[i]) &&
+              memcmp(a[i].data, b[i].data, tensor_nbytes(&a[i])) == 0);
+    for (int i = 0; rj && i < rj->noutput && i < 64; i++)
+        tensor_free(&a[i]), tensor_free(&b[i]);
+    for (int i = 0; i < np; i++)
+        tensor_free(&params[i]);
+    tensor_free(&in[0]), tensor_free(&in[1]);
+    free(a), free(b), free(params);
+    graph_free(rj), graph_free(j), graph_free(model);
+}
+
 int main(void)
 {
     test_optimizers();
@@ -296,6 +342,7 @@ int main(void)
     test_gradients_match_pytorch();
     test_learns();
     test_plan_agrees();
+    test_remat();
     char dir[] = "/tmp/coil-train-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     test_resume(dir);
