@@ -352,6 +352,8 @@ typedef struct SymBind {
 
 /* Resolve a type to concrete dims under bindings; false if a symbol is unbound. */
 bool type_resolve(const Type *t, const SymBind *sb, int64_t *dims);
+/* Bytes of a value of type t under sb; -1 when a symbol is unbound or it overflows. */
+int64_t type_bytes(const Type *t, const SymBind *sb);
 /* Bind symbols from input tensors; errors name the input and the disagreeing dim. */
 bool bind_inputs(const Graph *g, const Tensor *inputs, SymBind *sb, Err *e);
 /* ir/signature.c: parameters (graph_params order) must have their declared dtype and

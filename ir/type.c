@@ -109,3 +109,14 @@ bool type_resolve(const Type *t, const SymBind *sb, int64_t *dims)
     }
     return true;
 }
+
+int64_t type_bytes(const Type *t, const SymBind *sb)
+{
+    int64_t dims[COIL_MAX_RANK], n = dtype_info[t->dt].size;
+    if (!type_resolve(t, sb, dims))
+        return -1;
+    for (int d = 0; d < t->rank; d++)
+        if (__builtin_mul_overflow(n, dims[d], &n))
+            return -1;
+    return n;
+}

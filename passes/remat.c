@@ -132,13 +132,8 @@ static bool recomputable(const Node *n, RematMode mode)
 
 static int64_t bytes_of(const Graph *g, int id, const SymBind *sb)
 {
-    const Type *t = &g->node[id].type;
-    int64_t dims[COIL_MAX_RANK], n = dtype_info[t->dt].size;
-    if (!type_resolve(t, sb, dims))
-        return 1;
-    for (int d = 0; d < t->rank; d++)
-        n *= dims[d];
-    return n > 0 ? n : 1;
+    int64_t n = type_bytes(&g->node[id].type, sb);
+    return n > 0 ? n : 1; /* unbound: still a cost, so nothing is saved for free */
 }
 
 /* recompute[v]: forward value v lies on the sink side (the backward recomputes it when

@@ -430,13 +430,8 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
 
 static int64_t value_bytes(const Graph *g, int id, const SymBind *sb)
 {
-    const Type *t = &g->node[id].type;
-    int64_t dims[COIL_MAX_RANK], n = dtype_info[t->dt].size;
-    if (!type_resolve(t, sb, dims))
-        return 0;
-    for (int d = 0; d < t->rank; d++)
-        n *= dims[d];
-    return n;
+    int64_t n = type_bytes(&g->node[id].type, sb);
+    return n > 0 ? n : 0;
 }
 
 /* Forward values (ids up to the loss) the backward reads, seen through views to the
