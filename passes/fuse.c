@@ -509,15 +509,55 @@ static void merge_into(Plan *p, int a, int b)
     p->head[b] = -1;
 }
 
-/* Siblings: groups of one space reading a common buffer, neither needing the other. */
+/* The group a group is scheduled with: an epilogue runs inside its GEMM's step. */
+static int unit_of(const Fusion *f, int grp) { return f->g[grp].gemm >= 0 ? f->g[grp].gemm : grp; }
+
+/* Whether group `from` needs group `to` to have run, counting a GEMM and its epilogue as
+ * one step (the order's unit): a group that reads a GEMM's product waits for its epilogue
+ * too, so reading a product whose epilogue reads `to` is needing `to`, though no chain of
+ * nodes says so. seen: ngroup zeroed bytes; stack: ngroup ints. */
+static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
+{
+    Fusion *f = p->f;
+    int sp = 0;
+    memset(seen, 0, (size_t)f->ngroup);
+    seen[from] = 1, stack[sp++] = from;
+    while (sp) {
+        int grp = stack[--sp];
+        for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
+            const Node *n = &p->g->node[x];
+            for (int j = 0; j < n->nin; j++) {
+                int dep = f->group[through_views(p->g, f, n->in[j])];
+                if (dep < 0 || dep == grp)
+                    continue;
+                int unit = unit_of(f, dep), parts[2] = {unit, f->g[unit].epilogue};
+                for (int k = 0; k < 2; k++) {
+                    if (parts[k] == to)
+                        return true;
+                    if (parts[k] >= 0 && !seen[parts[k]])
+                        seen[parts[k]] = 1, stack[sp++] = parts[k];
+                }
+            }
+        }
+    }
+    return false;
+}
+
+/* Siblings: groups of one space reading a common buffer, neither needing the other (as
+ * steps: through GEMM epilogues too, or the merged group would wait on itself). */
 static void merge_siblings(Plan *p)
 {
     Fusion *f = p->f;
-    for (int a = 0; a < f->ngroup; a++)
+    char *seen = malloc((size_t)f->ngroup + 1);
+    int *stack = malloc(((size_t)f->ngroup + 1) * 2 * sizeof *stack);
+    for (int a = 0; seen && stack && a < f->ngroup; a++)
         for (int b = a + 1; p->head[a] >= 0 && b < f->ngroup; b++)
             if (p->head[b] >= 0 && same_space(&f->g[a], &f->g[b]) && share_a_read(p, a, b) &&
-                !reaches(p, a, b, -1) && !reaches(p, b, a, -1))
+                !reaches(p, a, b, -1) && !reaches(p, b, a, -1) &&
+                !unit_reaches(p, a, b, seen, stack) && !unit_reaches(p, b, a, seen, stack))
                 merge_into(p, a, b);
+    free(seen);
+    free(stack);
 }
 
 /* Drop emptied groups, renumbering the rest (and the epilogue links). */
@@ -544,8 +584,6 @@ static void compact_groups(Plan *p)
 
 /* ---------------------------------------------------------------- order */
 
-/* The group a group is scheduled with: an epilogue runs inside its GEMM's step. */
-static int unit_of(const Fusion *f, int grp) { return f->g[grp].gemm >= 0 ? f->g[grp].gemm : grp; }
 
 typedef struct Order {
     Plan *p;

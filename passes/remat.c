@@ -227,8 +227,9 @@ Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e)
 
 bool remat_mode_parse(const char *s, RematMode *m)
 {
-    /* "full" is not offered yet: its recomputed forward meets a horizontal-fusion merge
-     * that schedules a forward value after its reader (lowering refuses the plan) */
+    /* "full" is not offered: the backward recomputes the whole forward at its first use
+     * and keeps it to the last, so it saves nothing until recomputation is scheduled a
+     * layer at a time (the pass computes it right; test_train runs it) */
     static const char *const names[] = {"none", "auto"};
     for (int i = 0; i < 2; i++)
         if (strcmp(s, names[i]) == 0) {

@@ -74,7 +74,7 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
     if (rc == EXIT_OK && !a->help && optimizer && !optim_parse(optimizer, &o.opt.kind))
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", optimizer);
     if (rc == EXIT_OK && !a->help && checkpoint && !remat_mode_parse(checkpoint, &o.checkpoint))
-        rc = usage_error(cmd, "--checkpoint %s: expected none or auto (full is not built yet)", checkpoint);
+        rc = usage_error(cmd, "--checkpoint %s: expected none or auto", checkpoint);
     if (rc == EXIT_OK && !a->help && precision && strcmp(precision, "f32") != 0)
         rc = usage_error(cmd, "--precision %s: only f32 is built yet (mixed precision is not)",
                          precision);

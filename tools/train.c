@@ -48,7 +48,7 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
     if (!rc && f->resume && !f->save)
         rc = usage_error(cmd, "--resume needs --save DIR (the checkpoint to continue from)");
     if (!rc && f->checkpoint && !remat_mode_parse(f->checkpoint, &o->checkpoint))
-        rc = usage_error(cmd, "--checkpoint %s: expected none or auto (full is not built yet)", f->checkpoint);
+        rc = usage_error(cmd, "--checkpoint %s: expected none or auto", f->checkpoint);
     if (!rc && f->data && f->synthetic)
         rc = usage_error(cmd, "--data and --synthetic exclude each other");
     if (rc)

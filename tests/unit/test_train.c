@@ -307,6 +307,10 @@ static void test_remat(void)
     if (!ok)
         fprintf(stderr, "remat: %s\n", e.msg);
     CHECK(ok && autop.saved < none.saved && autop.hflops >= autop.flops && r.steps == 3);
+    TrainPlan fullp;
+    o.checkpoint = REMAT_FULL; /* matmuls recomputed too: more FLOPs, the fewest bytes */
+    ok = ok && train_plan(model, &o, 0, &fullp, &e) && train_run(model, &o, &r, &e);
+    CHECK(ok && fullp.saved <= autop.saved && fullp.hflops > fullp.flops && r.steps == 3);
     Graph *j = model ? joint_of(model) : NULL;
     SymBind sb = {0};
     sb.val[0] = 2, sb.val[1] = 11, sb.known[0] = sb.known[1] = true;
