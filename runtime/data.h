@@ -1,7 +1,7 @@
 /* data.h — training batches: a flat binary token file (uint8, uint16 or uint32 tokens,
  * nanoGPT's convention; uint8 makes any text a character-level corpus) sampled at random
- * offsets into (inputs, targets shifted by one), made by a background thread into a
- * bounded queue, so a step never waits on the disk; or synthetic batches. */
+ * offsets into (inputs, targets shifted by one), or rows of .npy arrays sampled together,
+ * made by a background thread into a bounded queue, so a step never waits on the disk. */
 #ifndef COIL_RUNTIME_DATA_H
 #define COIL_RUNTIME_DATA_H
 
@@ -16,8 +16,13 @@ typedef struct Loader Loader;
  * size not a multiple of the width. */
 Loader *loader_open(const char *path, int width, int64_t B, int64_t T, uint64_t seed,
                     uint64_t first, int depth, Err *e);
-/* The next batch (blocks until the thread has made it); the tensors are the caller's. */
-bool loader_next(Loader *l, Tensor *inputs, Tensor *targets, Err *e);
+/* A dataset of arrays (taken over): the same drawn row of each, B rows a batch (each
+ * array's leading dimension counts samples, the same in all). Errors name the array. */
+Loader *loader_open_arrays(Tensor *arrays, const char *const *names, int n, int64_t B,
+                           uint64_t seed, uint64_t first, int depth, Err *e);
+/* The next batch (blocks until the thread has made it) into *out[i] (freed first, then
+ * the caller's): tokens then targets, or one tensor per array. */
+bool loader_take(Loader *l, Tensor *const *out, Err *e);
 /* Batches handed out so far, counting from batch 0 (for checkpoints). */
 uint64_t loader_position(const Loader *l);
 /* The largest token + 1 (a model's vocabulary must be at least this). */

@@ -11,6 +11,7 @@
 #include "passes/passes.h"
 #include "runtime/data.h"
 #include "runtime/init.h"
+#include "runtime/npy.h"
 #include "runtime/peak.h"
 #include "runtime/pool.h"
 #include "runtime/safetensors.h"
@@ -92,6 +93,7 @@ typedef struct Run {
     int nparam, targets_at, tokens_at;
     Optimizer *opt;
     Loader *loader;
+    int col_input[8];    /* arrays mode: the graph input each array feeds */
     int64_t step;
     double flops, hflops, peak; /* the model's FLOPs a micro-batch; with recomputation */
     int64_t rss0;        /* resident bytes once compiled, before any training state */
@@ -296,7 +298,10 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
     const Graph *g = r->joint;
     for (int i = 0; i < g->ninput; i++)
         tensor_free(&r->inputs[i]);
-    bool ok = r->loader ? loader_next(r->loader, &r->inputs[r->tokens_at], &r->inputs[r->targets_at], e)
+    Tensor *cols[8] = {&r->inputs[r->tokens_at], &r->inputs[r->targets_at < 0 ? 0 : r->targets_at]};
+    for (int c = 0; r->o->narray > 0 && c < r->o->narray && c < 8; c++)
+        cols[c] = &r->inputs[r->col_input[c]];
+    bool ok = r->loader ? loader_take(r->loader, cols, e)
                         : init_inputs(g, &r->sb, r->o->seed + 1 + draw, r->given, r->inputs, e);
     ok = ok && compiled_run(r->c, r->inputs, r->params, r->outputs, e);
     if (ok)
@@ -391,6 +396,56 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     return true;
 }
 
+/* Array i must feed a graph input of its dtype and, past the leading dimension of
+ * samples, its shape at these sizes; every input must be fed. */
+static bool check_array(Run *r, int c, const Tensor *a, Err *e)
+{
+    const Graph *g = r->joint;
+    const char *name = r->o->array_names[c];
+    int in = input_named(g, name);
+    if (in < 0) {
+        err_set(e, ERR_INPUT, "--input %s: the training graph of @%s has no input '%s'", name,
+                g->name, name);
+        return false;
+    }
+    const Type *t = &g->node[g->input[in]].type;
+    int64_t dims[COIL_MAX_RANK];
+    bool ok = a->dt == t->dt && a->rank == t->rank && t->rank >= 1 && type_resolve(t, &r->sb, dims);
+    for (int d = 1; ok && d < t->rank; d++)
+        ok = a->shape[d] == dims[d];
+    if (!ok) {
+        char want[128], got[128];
+        err_set(e, ERR_INPUT, "--input %s=%s: %s; the input is %s (a leading dimension of "
+                "samples, then the rest as it is)", name, r->o->array_files[c],
+                tensor_fmt(a, got, sizeof got), type_fmt(g, t, want, sizeof want));
+        return false;
+    }
+    r->col_input[c] = in;
+    return true;
+}
+
+/* The loader of --input arrays: read, checked against the inputs, sampled together. */
+static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
+{
+    const TrainOptions *o = r->o;
+    Tensor arrays[8] = {{0}};
+    bool ok = o->narray <= 8 && o->narray == r->joint->ninput;
+    if (!ok)
+        err_set(e, ERR_USAGE, "--input: the training graph of @%s has %d inputs; give one "
+                "array for each (at most 8)", r->joint->name, r->joint->ninput);
+    for (int c = 0; ok && c < o->narray; c++)
+        ok = npy_read(o->array_files[c], &arrays[c], e) && check_array(r, c, &arrays[c], e);
+    int64_t dims[COIL_MAX_RANK];
+    const Type *t0 = ok ? &r->joint->node[r->joint->input[r->col_input[0]]].type : NULL;
+    ok = ok && type_resolve(t0, &r->sb, dims);
+    if (ok)
+        r->loader = loader_open_arrays(arrays, o->array_names, o->narray, dims[0], o->seed,
+                                       data_pos, LOADER_DEPTH, e);
+    for (int c = 0; c < 8; c++)
+        tensor_free(&arrays[c]);
+    return ok && r->loader;
+}
+
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err *e)
 {
     Run r = {.o = o};
@@ -407,6 +462,8 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
         ok = ok && (r.loader = loader_open(o->data, o->data_width, dims[0], dims[1], o->seed,
                                            data_pos, LOADER_DEPTH, e)) != NULL;
     }
+    if (ok && o->narray > 0)
+        ok = open_arrays(&r, data_pos, e);
     r.peak = o->peak_gflops > 0 ? o->peak_gflops
                                 : peak_fma_gflops(o->compile.threads > 0 ? o->compile.threads
                                                                          : pool_default_threads(), 0.2);

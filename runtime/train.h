@@ -20,7 +20,10 @@ typedef struct TrainOptions {
     int64_t steps, accum;      /* optimizer steps; micro-batches summed per step */
     const SymSize *sizes;      /* symbol sizes (B, T) */
     int nsizes;
-    const char *data;          /* token file; NULL: synthetic batches */
+    const char *data;          /* token file; NULL: the arrays below, or synthetic batches */
+    const char *const *array_names, *const *array_files; /* a dataset of .npy arrays, one per
+                                  graph input (targets included), rows sampled together */
+    int narray;
     int data_width;            /* bytes per token: 1, 2, 4 */
     uint64_t seed;
     OptConfig opt;

@@ -83,6 +83,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--json", .on = &a->json},            {"--weights", .value = &a->weights},
         {"--no-fusion", .on = &a->no_fusion},  {"--mode", .value = &a->mode},
         {"--cache", .value = &a->cache},       {"--checkpoint", .value = &f.checkpoint},
+        {"--input", .list = &a->input},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -101,6 +102,24 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     o.sizes = sizes, o.nsizes = a->dim.n, o.seed = seed;
+    char *names[a->input.n + 1];
+    const char *files[a->input.n + 1];
+    for (int i = 0; i < a->input.n; i++) {
+        size_t len;
+        const char *file;
+        if (!split_pair(a->input.item[i], &len, &file)) {
+            for (int j = 0; j < i; j++)
+                free(names[j]);
+            return usage_error(cmd, "--input %s: expected NAME=FILE.npy", a->input.item[i]);
+        }
+        names[i] = strndup(a->input.item[i], len), files[i] = file;
+    }
+    if (a->input.n && (f.data || f.synthetic)) {
+        for (int j = 0; j < a->input.n; j++)
+            free(names[j]);
+        return usage_error(cmd, "--input (a dataset of arrays) excludes --data and --synthetic");
+    }
+    o.array_names = (const char *const *)names, o.array_files = files, o.narray = a->input.n;
     Err e = {0};
     Graph *g = load_model(a, seed, &e);
     TrainResult res;
@@ -113,5 +132,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
                res.flops_per_step, 100 * res.mfu, 100 * res.hfu, o.save ? ", checkpoint saved" : "",
                (double)res.planned_bytes / 1048576.0, (double)res.measured_bytes / 1048576.0);
     graph_free(g);
+    for (int i = 0; i < a->input.n; i++)
+        free(names[i]);
     return ok ? EXIT_OK : cli_fail(&e);
 }

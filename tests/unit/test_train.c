@@ -336,6 +336,58 @@ static void test_remat(void)
     graph_free(rj), graph_free(j), graph_free(model);
 }
 
+/* A dataset of .npy arrays: 512 samples labelled by a fixed linear map's argmax, sampled
+ * 32 rows a step by the loader thread; a small MLP must fit them. */
+static void test_npy_dataset(const char *dir)
+{
+    enum { N = 512, F = 64, C = 10 };
+    Tensor x = {0}, y = {0};
+    Err e = {0};
+    CHECK(tensor_alloc(&x, DT_F32, 2, (int64_t[]){N, F}, &e) && tensor_alloc(&y, DT_I64, 1, (int64_t[]){N}, &e));
+    float w[F][C];
+    for (int i = 0; i < F; i++)
+        for (int j = 0; j < C; j++)
+            w[i][j] = (float)(rand() % 2001 - 1000) / 1000;
+    for (int n = 0; n < N; n++) {
+        float *row = (float *)x.data + n * F, best = -1e30f;
+        for (int i = 0; i < F; i++)
+            row[i] = (float)(rand() % 2001 - 1000) / 500;
+        for (int j = 0; j < C; j++) {
+            float v = 0;
+            for (int i = 0; i < F; i++)
+                v += row[i] * w[i][j];
+            if (v > best)
+                best = v, ((int64_t *)y.data)[n] = j;
+        }
+    }
+    char xp[300], yp[300];
+    snprintf(xp, sizeof xp, "%s/x.npy", dir), snprintf(yp, sizeof yp, "%s/y.npy", dir);
+    CHECK(npy_write(xp, &x, &e) && npy_write(yp, &y, &e));
+    static const char *const set[] = {"layers=2", "hidden=64", "classes=10"};
+    static const SymSize sizes[1] = {{"B", 32}};
+    const char *names[2] = {"x", "targets"}, *files[2] = {xp, yp};
+    ModelOptions opt = {.set = set, .nset = 3};
+    Graph *g = model_load("examples/mlp.coil", &opt, &e);
+    TrainOptions o = {.loss = "cross_entropy", .steps = 200, .accum = 1, .sizes = sizes,
+                      .nsizes = 1, .array_names = names, .array_files = files, .narray = 2,
+                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .lr = {3e-3, 3e-4, 0, 0}, .compile = {.threads = 2}, .out = stdout};
+    TrainResult r;
+    bool ok = g && train_run(g, &o, &r, &e);
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "npy dataset: %s\n", e.msg);
+    printf("MLP on a .npy dataset: loss %.3f -> %.3f (mean of the last %d steps)\n", r.first_loss,
+           r.tail_loss, TRAIN_TAIL);
+    CHECK(ok && r.first_loss > 1.5 && r.tail_loss < 0.3);
+    /* an array whose rows do not fit the input is refused, naming it */
+    const char *bad[2] = {yp, xp};
+    o.array_files = bad;
+    CHECK(g && !train_run(g, &o, &r, &e) && strstr(e.msg, "--input x="));
+    tensor_free(&x), tensor_free(&y);
+    graph_free(g);
+}
+
 int main(void)
 {
     test_optimizers();
@@ -350,6 +402,7 @@ int main(void)
     char dir[] = "/tmp/coil-train-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     test_resume(dir);
+    test_npy_dataset(dir);
     test_kill(dir);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
