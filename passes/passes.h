@@ -72,6 +72,11 @@ typedef enum RematMode { REMAT_NONE, REMAT_AUTO, REMAT_FULL } RematMode;
 bool remat_mode_parse(const char *s, RematMode *m);
 Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e);
 
+/* precision.c: every f32 matmul of g computed on operands cast to `low` (bf16, f16) and
+ * its product cast back to f32; everything else as it is. "f32", "bf16", "f16" parse. */
+bool precision_parse(const char *s, DType *dt);
+Graph *pass_mixed_precision(const Graph *g, DType low, Err *e);
+
 /* Folded values larger than this stay as computations: constants print as text. */
 #define FOLD_MAX_ELEMS 65536
 

@@ -190,9 +190,9 @@ static void update(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, int accum, double lr)
+double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr)
 {
-    double scale = 1.0 / (accum > 0 ? accum : 1), norm = global_norm(o, grads, scale);
+    double scale = grad_scale, norm = global_norm(o, grads, scale);
     if (!isfinite(norm))
         return norm; /* a step on NaN or inf would ruin every weight: skipped */
     if (o->c.clip > 0 && norm > o->c.clip)

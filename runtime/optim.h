@@ -33,10 +33,11 @@ const char *optim_name(OptKind k);
  * is not f32. */
 Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, Err *e);
 void optim_free(Optimizer *o);
-/* One update of every parameter from grads (summed over `accum` micro-batches: divided by
- * it here) at learning rate lr. Returns the global norm of the averaged gradient before
- * clipping (NaN or inf: the update is skipped and the caller told so by the value). */
-double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, int accum, double lr);
+/* One update of every parameter from grads times grad_scale (1 / micro-batches summed,
+ * and / the loss scale under f16) at learning rate lr. Returns the global norm of the
+ * scaled gradient before clipping (NaN or inf: the update is skipped and the caller told
+ * so by the value). */
+double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr);
 double lr_at(const LrSchedule *s, int64_t step);
 /* The state tensors, for checkpoints: count, and tensor i with a name ("m.<param>"). */
 int optim_state_count(const Optimizer *o);

@@ -94,6 +94,9 @@ typedef struct Run {
     Optimizer *opt;
     Loader *loader;
     int col_input[8];    /* arrays mode: the graph input each array feeds */
+    int scale_at;        /* f16: the input "loss_scale", else -1 */
+    double scale;        /* the loss scale (1 without f16) */
+    int64_t good;        /* steps since the scale last changed */
     int64_t step;
     double flops, hflops, peak; /* the model's FLOPs a micro-batch; with recomputation */
     int64_t rss0;        /* resident bytes once compiled, before any training state */
@@ -138,12 +141,39 @@ static int input_named(const Graph *g, const char *name)
     return -1;
 }
 
+/* g replaced by its pass result (NULL: g freed too). */
+static Graph *replace(Graph *g, Graph *next)
+{
+    graph_free(g);
+    return next;
+}
+
+/* f16: the loss times an input "loss_scale", so the backward's small gradients stay above
+ * f16's smallest normal; the optimizer divides it back out. */
+static Graph *scale_loss(Graph *g, Err *e)
+{
+    Builder b = builder_make(g, e);
+    Type scalar = type_scalar(DT_F32);
+    int s = b_input(&b, "loss_scale", &scalar);
+    int scaled = b_binary(&b, OP_MUL, g->output[0], s);
+    if (scaled < 0) {
+        graph_free(g);
+        return NULL;
+    }
+    g->output[0] = scaled;
+    return g;
+}
+
 /* The joint graph of model's loss at the sizes o gives (into *sb), rematerialised as
  * o->checkpoint says; *flops: the model's FLOPs a micro-batch (before recomputation). */
 static Graph *joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
                           Err *e)
 {
     Graph *tg = train_graph(model, o->loss, e);
+    if (tg && o->precision && o->precision != DT_F32)
+        tg = replace(tg, pass_mixed_precision(tg, o->precision, e));
+    if (tg && o->precision == DT_F16)
+        tg = scale_loss(tg, e);
     Graph *joint = tg ? autodiff(tg, NULL, e) : NULL;
     graph_free(tg);
     bool *given = joint ? calloc((size_t)joint->ninput + 1, sizeof *given) : NULL;
@@ -176,6 +206,8 @@ static bool setup(Run *r, const Graph *model, Err *e)
         return false;
     }
     r->targets_at = input_named(g, "targets");
+    r->scale_at = input_named(g, "loss_scale");
+    r->scale = r->scale_at >= 0 ? (o->loss_scale > 0 ? o->loss_scale : 65536) : 1;
     r->tokens_at = r->targets_at == 0 && g->ninput > 1 ? 1 : 0;
     /* compiled first: the resident memory after it is the baseline the training state's
      * (parameters, gradients, optimizer state, activations) is measured from */
@@ -303,9 +335,16 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
         cols[c] = &r->inputs[r->col_input[c]];
     bool ok = r->loader ? loader_take(r->loader, cols, e)
                         : init_inputs(g, &r->sb, r->o->seed + 1 + draw, r->given, r->inputs, e);
+    if (ok && r->scale_at >= 0) {
+        Tensor *s = &r->inputs[r->scale_at];
+        tensor_free(s);
+        ok = tensor_alloc(s, DT_F32, 0, NULL, e);
+        if (ok)
+            *(float *)s->data = (float)r->scale;
+    }
     ok = ok && compiled_run(r->c, r->inputs, r->params, r->outputs, e);
     if (ok)
-        *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0);
+        *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0) / r->scale;
     return ok;
 }
 
@@ -364,6 +403,20 @@ static int64_t grad_bytes(const Run *r)
     return n;
 }
 
+/* Dynamic loss scaling (f16): an overflowing step halves the scale (its update was
+ * skipped); LOSS_SCALE_GROWTH good steps in a row double it. */
+static void adjust_scale(Run *r, bool finite)
+{
+    if (r->scale_at < 0)
+        return;
+    if (!finite) {
+        r->scale = r->scale / 2 > 1 ? r->scale / 2 : 1, r->good = 0;
+        return;
+    }
+    if (++r->good >= LOSS_SCALE_GROWTH && r->scale < 0x1p24)
+        r->scale *= 2, r->good = 0;
+}
+
 static bool step_once(Run *r, TrainResult *res, Err *e)
 {
     const TrainOptions *o = r->o;
@@ -376,8 +429,10 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     }
     double lr = lr_at(&o->lr, r->step);
     const Tensor *grads = o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
-    double norm = optim_step(r->opt, r->params, grads, (int)o->accum, lr);
+    double norm = optim_step(r->opt, r->params, grads, 1.0 / ((double)o->accum * r->scale), lr);
     res->skipped += !isfinite(norm);
+    adjust_scale(r, isfinite(norm));
+    res->loss_scale = r->scale;
     r->step++;
     double dt = now() - t0, mean = sum / (double)o->accum;
     res->first_loss = res->steps == 0 ? mean : res->first_loss;
@@ -429,7 +484,7 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
 {
     const TrainOptions *o = r->o;
     Tensor arrays[8] = {{0}};
-    bool ok = o->narray <= 8 && o->narray == r->joint->ninput;
+    bool ok = o->narray <= 8 && o->narray == r->joint->ninput - (r->scale_at >= 0);
     if (!ok)
         err_set(e, ERR_USAGE, "--input: the training graph of @%s has %d inputs; give one "
                 "array for each (at most 8)", r->joint->name, r->joint->ninput);

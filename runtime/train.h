@@ -15,6 +15,11 @@
 
 typedef struct TrainOptions {
     RematMode checkpoint;      /* what the backward recomputes instead of keeping */
+    DType precision;           /* 0 or f32: f32; bf16, f16: matmuls in it (master weights
+                                  f32); f16 adds dynamic loss scaling */
+    double loss_scale;         /* f16: the first scale (0: 65536); halved when a step's
+                                  gradient overflows (that step skipped), doubled after
+                                  LOSS_SCALE_GROWTH good steps */
     const char *loss;          /* NULL: the model's output "loss"; "cross_entropy": of its
                                   first output against an added input "targets" */
     int64_t steps, accum;      /* optimizer steps; micro-batches summed per step */
@@ -40,12 +45,14 @@ typedef struct TrainOptions {
 } TrainOptions;
 
 #define TRAIN_TAIL 20
+#define LOSS_SCALE_GROWTH 200
 
 typedef struct TrainResult {
     double first_loss, last_loss, seconds, flops_per_step, mfu;
     double hflops_per_step, hfu; /* with what rematerialisation recomputes */
     double tail_loss;          /* the mean loss of the last TRAIN_TAIL steps (less noisy) */
     int64_t steps, skipped;    /* steps taken; updates skipped for a non-finite gradient */
+    double loss_scale;         /* f16: the scale at the end */
     int64_t planned_bytes;     /* the engine's plan: activations, parameters, inputs, outputs */
     int64_t measured_bytes;    /* resident memory the training added after compiling */
     double tail[TRAIN_TAIL];   /* the last steps' losses, a ring */

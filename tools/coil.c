@@ -316,6 +316,10 @@ static const Command commands[] = {
      "  --seed N               initializers, synthetic batches and the data sampler\n"
      "  --threads N            threads (default: one per CPU)\n"
      "  --mode MODE            as for run (max-autotune tunes the joint graph)\n"
+     "  --precision P          f32 (default); bf16 or f16: matmuls read operands cast to\n"
+     "                         it, products back to f32; everything else and the master\n"
+     "                         weights stay f32; f16 scales the loss dynamically\n"
+     "  --loss-scale X         f16's first loss scale (default 65536)\n"
      "  --checkpoint MODE      none (keep every forward value the backward reads) or auto\n"
      "                         (a minimum cut by bytes: recompute cheap ops, never matmuls)\n"},
     {"plan", cmd_plan, "a training step's memory and time, before anything runs",
@@ -335,7 +339,7 @@ static const Command commands[] = {
      "  --memory SIZE          e.g. 80GiB: report the largest micro-batch within it\n"
      "  --optimizer NAME       adamw (default), sgd (with momentum), lion\n"
      "  --accum N              micro-batches per step\n"
-     "  --precision f32        (mixed precision is not built yet)\n"
+     "  --precision P          f32 (default), bf16 or f16: as for train\n"
      "  --checkpoint MODE      none or auto: as for train\n"
      "  --threads N            threads for the measured peaks\n"
      "  --peak GFLOPS          the peak, instead of measuring it\n"},

@@ -29,8 +29,8 @@ static void line(const char *what, int64_t bytes, int64_t total)
 
 static void print_plan(const Graph *g, const TrainOptions *o, const TrainPlan *p, const char *mem)
 {
-    printf("plan @%s: one training step (%s, f32, %lld micro-batch%s)\n", g->name,
-           optim_name(o->opt.kind), (long long)o->accum, o->accum > 1 ? "es" : "");
+    printf("plan @%s: one training step (%s, %s, %lld micro-batch%s)\n", g->name,
+           optim_name(o->opt.kind), o->precision ? dtype_info[o->precision].name : "f32", (long long)o->accum, o->accum > 1 ? "es" : "");
     line("parameters", p->params, p->total);
     line("gradients", p->grads, p->total);
     line("optimizer state", p->optimizer, p->total);
@@ -75,9 +75,8 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", optimizer);
     if (rc == EXIT_OK && !a->help && checkpoint && !remat_mode_parse(checkpoint, &o.checkpoint))
         rc = usage_error(cmd, "--checkpoint %s: expected none or auto", checkpoint);
-    if (rc == EXIT_OK && !a->help && precision && strcmp(precision, "f32") != 0)
-        rc = usage_error(cmd, "--precision %s: only f32 is built yet (mixed precision is not)",
-                         precision);
+    if (rc == EXIT_OK && !a->help && precision && !precision_parse(precision, &o.precision))
+        rc = usage_error(cmd, "--precision %s: expected f32, bf16 or f16", precision);
     if (rc == EXIT_OK && !a->help && (rc = check_device(cmd, a)) == EXIT_OK && device_is_cuda(a))
         rc = usage_error(cmd, "--device cuda: GPU training is not built yet; the plan is the CPU's");
     char *end = NULL;

@@ -8,7 +8,7 @@
 
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
-        *save, *save_every, *data, *width, *loss, *momentum, *checkpoint;
+        *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale;
     bool resume, cosine, synthetic;
 } TrainFlags;
 
@@ -47,6 +47,9 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", f->optimizer);
     if (!rc && f->resume && !f->save)
         rc = usage_error(cmd, "--resume needs --save DIR (the checkpoint to continue from)");
+    if (!rc && f->precision && !precision_parse(f->precision, &o->precision))
+        rc = usage_error(cmd, "--precision %s: expected f32, bf16 or f16", f->precision);
+    rc = rc ? rc : parse_real(cmd, "--loss-scale", f->loss_scale, 0, &o->loss_scale);
     if (!rc && f->checkpoint && !remat_mode_parse(f->checkpoint, &o->checkpoint))
         rc = usage_error(cmd, "--checkpoint %s: expected none or auto", f->checkpoint);
     if (!rc && f->data && f->synthetic)
@@ -83,7 +86,8 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--json", .on = &a->json},            {"--weights", .value = &a->weights},
         {"--no-fusion", .on = &a->no_fusion},  {"--mode", .value = &a->mode},
         {"--cache", .value = &a->cache},       {"--checkpoint", .value = &f.checkpoint},
-        {"--input", .list = &a->input},
+        {"--input", .list = &a->input},        {"--precision", .value = &f.precision},
+        {"--loss-scale", .value = &f.loss_scale},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;

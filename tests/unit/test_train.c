@@ -134,7 +134,7 @@ static void test_optimizers(void)
             ((float *)p[1].data)[i] = 1, ((float *)gr[1].data)[i] = -2;
         OptConfig c = {(OptKind)kind, 0.9, kind == OPT_LION ? 0.99 : 0.95, 1e-8, 0.5, 0.1, 0, 1};
         Optimizer *o = optim_new(&c, g, p, &e);
-        double norm = optim_step(o, p, gr, 2, 0.01); /* two micro-batches: grads halved */
+        double norm = optim_step(o, p, gr, 0.5, 0.01); /* two micro-batches: grads halved */
         CHECK(fabs(norm - sqrt(0.25 * (1 + 4 + 9 + 16 + 4 + 4))) < 1e-6);
         float w = ((float *)p[0].data)[1], bias = ((float *)p[1].data)[0];
         double decayed = 1 - 0.01 * 0.1;
@@ -388,6 +388,66 @@ static void test_npy_dataset(const char *dir)
     graph_free(g);
 }
 
+/* The tiny GPT-2's loss and gradients with matmuls in bf16 and f16 (the interpreter,
+ * PyTorch's weights) against f32: within the stated tolerances, relative to each
+ * tensor's largest gradient. */
+#define BF16_TOL 3e-2
+#define F16_TOL 5e-3
+
+static double precision_error(Graph *model, DType low, double *loss_err)
+{
+    Graph *t = train_graph(model, "cross_entropy", &(Err){0});
+    Err e = {0};
+    Graph *lo = t ? pass_mixed_precision(t, low, &e) : NULL;
+    Graph *j32 = t ? autodiff(t, NULL, &e) : NULL, *jlo = lo ? autodiff(lo, NULL, &e) : NULL;
+    int np = j32 ? graph_params(j32, NULL) : 0;
+    Tensor in[2] = {0}, *params = calloc((size_t)np + 1, sizeof *params);
+    Tensor *a = calloc((size_t)np + 2, sizeof *a), *b = calloc((size_t)np + 2, sizeof *b);
+    bool ok = jlo && npy_read(DIR "ids.npy", &in[0], &e) && npy_read(DIR "targets.npy", &in[1], &e) &&
+              safetensors_bind(j32, DIR "weights.safetensors", params, &e) &&
+              interp_run(j32, in, params, a, NULL, &e) && interp_run(jlo, in, params, b, NULL, &e);
+    double worst = ok ? 0 : INFINITY;
+    for (int i = 1; ok && i <= np; i++)
+        worst = fmax(worst, rel_error(&b[i], &a[i]));
+    *loss_err = ok ? fabs(check_at(&b[0], 0) - check_at(&a[0], 0)) / check_at(&a[0], 0) : INFINITY;
+    if (!ok)
+        fprintf(stderr, "precision %s: %s\n", dtype_info[low].name, e.msg);
+    for (int i = 0; ok && i <= np; i++)
+        tensor_free(&a[i]), tensor_free(&b[i]);
+    for (int i = 0; i < np; i++)
+        tensor_free(&params[i]);
+    tensor_free(&in[0]), tensor_free(&in[1]);
+    free(a), free(b), free(params);
+    graph_free(t), graph_free(lo), graph_free(j32), graph_free(jlo);
+    return worst;
+}
+
+static void test_mixed_precision(void)
+{
+    Graph *model = load(tiny, 5);
+    double lb = INFINITY, lh = INFINITY, gb = model ? precision_error(model, DT_BF16, &lb) : INFINITY;
+    double gh = model ? precision_error(model, DT_F16, &lh) : INFINITY;
+    printf("mixed precision against f32: bf16 gradients %.2g, loss %.2g; f16 gradients %.2g, "
+           "loss %.2g (relative)\n", gb, lb, gh, lh);
+    CHECK(gb <= BF16_TOL && lb <= BF16_TOL / 10 && gh <= F16_TOL && lh <= F16_TOL / 10);
+    CHECK(gb > 0 && gh > 0); /* the casts are really there */
+    graph_free(model);
+    /* f16 with a first loss scale of 2^40: the scaled gradients overflow, those steps are
+     * skipped and the scale halves until they do not; training goes on */
+    Graph *g = load(chars, 5);
+    TrainOptions o = char_model(40, NULL, false);
+    o.precision = DT_F16, o.loss_scale = 0x1p40;
+    TrainResult r;
+    Err e = {0};
+    bool ok = g && train_run(g, &o, &r, &e);
+    CHECK(ok && r.skipped > 0 && r.loss_scale < 0x1p40 && isfinite(r.last_loss) &&
+          r.last_loss < r.first_loss);
+    if (ok)
+        printf("f16 from a loss scale of 2^40: %lld steps skipped, scale now 2^%.0f, loss %.3f -> %.3f\n",
+               (long long)r.skipped, log2(r.loss_scale), r.first_loss, r.last_loss);
+    graph_free(g);
+}
+
 int main(void)
 {
     test_optimizers();
@@ -399,6 +459,7 @@ int main(void)
     test_learns();
     test_plan_agrees();
     test_remat();
+    test_mixed_precision();
     char dir[] = "/tmp/coil-train-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     test_resume(dir);

@@ -1,0 +1,39 @@
+/* precision.c — mixed precision as autocasting: every f32 matmul reads its operands cast
+ * to bf16 or f16 (a GEMM accumulates in f32 on every backend) and its product is cast
+ * back to f32, so the GEMMs move half the bytes and run on low-precision units where a
+ * device has them, while everything else (reductions, norms, softmax, the loss) stays
+ * f32. Parameters stay f32: they are the master weights the optimizer updates; the
+ * casts are differentiated like any op, so gradients arrive in f32. */
+#include <string.h>
+
+#include "passes/passes.h"
+
+bool precision_parse(const char *s, DType *dt)
+{
+    static const struct { const char *name; DType dt; } table[] = {
+        {"f32", DT_F32}, {"bf16", DT_BF16}, {"f16", DT_F16}};
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (strcmp(s, table[i].name) == 0) {
+            *dt = table[i].dt;
+            return true;
+        }
+    return false;
+}
+
+Graph *pass_mixed_precision(const Graph *g, DType low, Err *e)
+{
+    Rewrite rw;
+    if (!rewrite_begin(&rw, g, e))
+        return NULL;
+    for (int i = 0; i < g->nnode && err_ok(e); i++) {
+        const Node *n = &g->node[i];
+        if (n->op != OP_MATMUL || n->type.dt != DT_F32 || low == DT_F32) {
+            rewrite_copy(&rw, i);
+            continue;
+        }
+        rewrite_at(&rw, i);
+        int in[2] = {b_cast(&rw.b, rewrite_in(&rw, i, 0), low), b_cast(&rw.b, rewrite_in(&rw, i, 1), low)};
+        rw.map[i] = b_cast(&rw.b, b_matmul(&rw.b, in[0], in[1]), DT_F32);
+    }
+    return rewrite_end(&rw);
+}
