@@ -1,6 +1,6 @@
 #!/bin/bash
 # run.sh — build coil's libFuzzer harnesses (clang-19, ASan + UBSan) and run them.
-# usage: tests/fuzz/run.sh [SECONDS [coil|ir|safetensors|all]]   (default: 60 s each, all)
+# usage: tests/fuzz/run.sh [SECONDS [coil|ir|safetensors|cache|all]]   (default: 60 s each, all)
 # Seeds: examples/ and every .coil/.cir/.safetensors under tests/. Crashes land in $FUZZ_DIR/crashes/
 # (reproduce one: $FUZZ_DIR/fuzz_coil FILE). FUZZ_DIR defaults to build-fuzz/.
 set -euo pipefail
@@ -20,6 +20,7 @@ build() {
     # the readers the harnesses drive: ir/, the frontend, and the runtime's file formats (the
     # rest of runtime/ needs codegen, LLVM and OpenBLAS, which no harness exercises)
     for src in "$root"/ir/*.c "$root"/frontend/*.c "$root"/runtime/{safetensors,json,npy}.c \
+               "$root"/codegen/autotune/cache.c \
                "$out/gen/parser.c" "$out/gen/lexer.c"; do
         obj="$out/obj/$(basename "$(dirname "$src")")_$(basename "$src" .c).o"
         if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$root/ir/ir.h" -nt "$obj" ]; then
@@ -27,7 +28,7 @@ build() {
         fi
         objs+=("$obj")
     done
-    for h in coil ir safetensors; do
+    for h in coil ir safetensors cache; do
         $cc $cflags -fsanitize=fuzzer "$root/tests/fuzz/fuzz_$h.c" "${objs[@]}" -lm -o "$out/fuzz_$h"
     done
 }
@@ -63,6 +64,7 @@ case $which in
 coil) fuzz coil coil ;;
 ir) fuzz ir cir ;;
 safetensors) fuzz safetensors safetensors ;;
-all) fuzz coil coil && fuzz ir cir && fuzz safetensors safetensors ;;
-*) echo "usage: $0 [SECONDS [coil|ir|safetensors|all]]" >&2; exit 2 ;;
+cache) fuzz cache json ;;
+all) fuzz coil coil && fuzz ir cir && fuzz safetensors safetensors && fuzz cache json ;;
+*) echo "usage: $0 [SECONDS [coil|ir|safetensors|cache|all]]" >&2; exit 2 ;;
 esac
