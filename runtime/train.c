@@ -431,6 +431,8 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     const Tensor *grads = o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
     double norm = optim_step(r->opt, r->params, grads, 1.0 / ((double)o->accum * r->scale), lr);
     res->skipped += !isfinite(norm);
+    if (r->c->cu) /* the update happened on the host: the GPU's copy is stale */
+        cuda_engine_params_changed(r->c->cu);
     adjust_scale(r, isfinite(norm));
     res->loss_scale = r->scale;
     r->step++;
@@ -519,7 +521,9 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     }
     if (ok && o->narray > 0)
         ok = open_arrays(&r, data_pos, e);
+    bool gpu = o->compile.device && strcmp(o->compile.device, "cuda") == 0;
     r.peak = o->peak_gflops > 0 ? o->peak_gflops
+             : gpu              ? 0 /* a GPU's peak depends on the dtype: --peak gives it */
                                 : peak_fma_gflops(o->compile.threads > 0 ? o->compile.threads
                                                                          : pool_default_threads(), 0.2);
     res->flops_per_step = r.flops * (double)o->accum;

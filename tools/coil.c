@@ -320,6 +320,9 @@ static const Command commands[] = {
      "                         it, products back to f32; everything else and the master\n"
      "                         weights stay f32; f16 scales the loss dynamically\n"
      "  --loss-scale X         f16's first loss scale (default 65536)\n"
+     "  --device cpu|cuda      where the joint graph runs (cuda: the optimizer still steps on\n"
+     "                         the host and parameters are uploaded again each step)\n"
+     "  --peak GFLOPS          the device's peak for MFU (a GPU's must be given)\n"
      "  --checkpoint MODE      none (keep every forward value the backward reads) or auto\n"
      "                         (a minimum cut by bytes: recompute cheap ops, never matmuls)\n"},
     {"plan", cmd_plan, "a training step's memory and time, before anything runs",

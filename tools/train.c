@@ -87,7 +87,8 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--no-fusion", .on = &a->no_fusion},  {"--mode", .value = &a->mode},
         {"--cache", .value = &a->cache},       {"--checkpoint", .value = &f.checkpoint},
         {"--input", .list = &a->input},        {"--precision", .value = &f.precision},
-        {"--loss-scale", .value = &f.loss_scale},
+        {"--loss-scale", .value = &f.loss_scale}, {"--device", .value = &a->device},
+        {"--peak", .value = &a->peak},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -99,13 +100,14 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
     if (rc == EXIT_OK && !a->help)
         rc = check_device(cmd, a);
-    if (rc == EXIT_OK && !a->help && device_is_cuda(a))
-        rc = usage_error(cmd, "--device cuda: training on a GPU is not built yet (the CPU trains)");
     if (rc == EXIT_OK && !a->help)
         rc = parse_flags(cmd, &f, a, &o);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     o.sizes = sizes, o.nsizes = a->dim.n, o.seed = seed;
+    o.peak_gflops = a->peak ? strtod(a->peak, NULL) : 0;
+    if (!(o.peak_gflops >= 0))
+        return usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
     char *names[a->input.n + 1];
     const char *files[a->input.n + 1];
     for (int i = 0; i < a->input.n; i++) {
