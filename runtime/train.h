@@ -61,9 +61,14 @@ typedef struct TrainResult {
 /* The model's training graph: its loss alone, as a scalar output "loss" (with input
  * "targets" added for cross_entropy). Errors name the model and what is missing. */
 Graph *train_graph(const Graph *model, const char *loss, Err *e);
+/* Its joint forward-and-backward graph, through the passes and rematerialised as
+ * o->checkpoint says, at the sizes o gives (into *sb); *flops: the model's FLOPs a
+ * micro-batch, before recomputation. */
+Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
+                         Err *e);
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);
 
-/* What a training step needs, before anything runs (`coil plan`): bytes of parameters,
+/* train_plan.c: what a training step needs, before anything runs (`coil plan`): bytes of parameters,
  * gradients, optimizer state, saved activations (forward values the backward reads) and
  * the rest of the activation arena (workspace), the inputs; FLOPs; a roofline time. */
 typedef struct TrainPlan {
