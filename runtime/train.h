@@ -40,6 +40,7 @@ typedef struct TrainOptions {
     bool resume;               /* continue from `save`'s checkpoint */
     const char *weights;       /* initial parameters (safetensors), else the initializers */
     double peak_gflops;        /* the device's peak for MFU (0: measured) */
+    double bandwidth_gbs;      /* coil plan: the device's memory bandwidth (0: measured) */
     CompileOptions compile;
     FILE *out;                 /* progress lines (stdout) */
 } TrainOptions;

@@ -100,8 +100,9 @@ bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainP
     if (ok) {
         int threads = o->compile.threads > 0 ? o->compile.threads : pool_default_threads();
         p->flops *= (double)o->accum, p->hflops *= (double)o->accum;
+        /* this CPU's, measured, unless given (a GPU's always are: see coil plan) */
         p->peak_gflops = o->peak_gflops > 0 ? o->peak_gflops : peak_fma_gflops(threads, 0.2);
-        p->bandwidth_gbs = peak_copy_gbs(threads, 64u << 20);
+        p->bandwidth_gbs = o->bandwidth_gbs > 0 ? o->bandwidth_gbs : peak_copy_gbs(threads, 64u << 20);
         /* traffic: parameters read twice (forward, backward), gradients written and read,
          * the optimizer reading and writing parameters and its state, the arena written
          * and read once per micro-batch */

@@ -50,7 +50,7 @@ static void print_plan(const Graph *g, const TrainOptions *o, const TrainPlan *p
 int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
 {
     const char *loss = NULL, *memory = NULL, *optimizer = NULL, *accum = NULL, *precision = NULL,
-               *checkpoint = NULL;
+               *checkpoint = NULL, *bandwidth = NULL;
     const Flag flags[] = {
         {"--loss", .value = &loss},           {"--memory", .value = &memory},
         {"--optimizer", .value = &optimizer}, {"--accum", .value = &accum},
@@ -58,6 +58,7 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
         {"--dim", .list = &a->dim},           {"--threads", .value = &a->threads},
         {"--no-fusion", .on = &a->no_fusion}, {"--device", .value = &a->device},
         {"--peak", .value = &a->peak},         {"--checkpoint", .value = &checkpoint},
+        {"--bandwidth", .value = &bandwidth},
     };
     SymSize sizes[argc + 1];
     int64_t limit = 0, threads, n_accum;
@@ -77,9 +78,14 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
         rc = usage_error(cmd, "--checkpoint %s: expected none or auto", checkpoint);
     if (rc == EXIT_OK && !a->help && precision && !precision_parse(precision, &o.precision))
         rc = usage_error(cmd, "--precision %s: expected f32, bf16 or f16", precision);
-    if (rc == EXIT_OK && !a->help && (rc = check_device(cmd, a)) == EXIT_OK && device_is_cuda(a))
-        rc = usage_error(cmd, "--device cuda: GPU training is not built yet; the plan is the CPU's");
+    if (rc == EXIT_OK && !a->help && (rc = check_device(cmd, a)) == EXIT_OK && device_is_cuda(a) &&
+        (!a->peak || !bandwidth))
+        rc = usage_error(cmd, "--device cuda: give the GPU's --peak GFLOPS (for the dtype the "
+                         "GEMMs run in) and --bandwidth GB/s; nothing is measured on a GPU here");
     char *end = NULL;
+    o.bandwidth_gbs = bandwidth ? strtod(bandwidth, &end) : 0;
+    if (rc == EXIT_OK && !a->help && bandwidth && (end == bandwidth || *end || !(o.bandwidth_gbs > 0)))
+        rc = usage_error(cmd, "--bandwidth %s: expected a positive number of GB/s", bandwidth);
     o.peak_gflops = a->peak ? strtod(a->peak, &end) : 0;
     if (rc == EXIT_OK && !a->help && a->peak && (end == a->peak || *end || !(o.peak_gflops > 0)))
         rc = usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
