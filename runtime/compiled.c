@@ -135,6 +135,7 @@ static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
     CudaEngineOptions co = o->cuda;
     co.profile = o->profile;
     co.graphs = co.graphs || o->mode != MODE_DEFAULT;
+    co.full_opt = co.full_opt || o->mode == MODE_MAX_AUTOTUNE;
     if (o->mode == MODE_MAX_AUTOTUNE)
         fprintf(stderr, "coil: warning: max-autotune on a GPU measures nothing yet (no GPU "
                 "candidates are tuned in this version): the heuristics, with CUDA graphs\n");

@@ -210,7 +210,8 @@ static bool compile_kernels(CudaEngine *en, Cubin *cubin, Err *e)
     const Program *p = en->p;
     char name[256];
     snprintf(name, sizeof name, "%s.cu", p->graph->name ? p->graph->name : "coil");
-    CudaCompileOptions co = {.arch = en->info.arch, .cache_dir = en->o.cache_dir};
+    CudaCompileOptions co = {.arch = en->info.arch, .cache_dir = en->o.cache_dir,
+                             .full_opt = en->o.full_opt};
     char *src = cuda_engine_source(p, e);
     bool ok = src && nvrtc_compile(src, name, &co, cubin, e);
     free(src);

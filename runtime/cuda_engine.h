@@ -48,6 +48,7 @@ typedef struct CudaEngineOptions {
                               cubin_arch): loaded instead of running NVRTC; refused when
                               the device's architecture is another */
     const char *cubin_arch;
+    bool full_opt;         /* NVRTC's full optimisation (CudaCompileOptions.full_opt) */
 } CudaEngineOptions;
 
 /* Compiles p's kernels (with the engine's own helper kernels) for the device's

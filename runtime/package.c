@@ -185,10 +185,10 @@ static bool write_bytes(const char *dir, const char *file, const void *data, siz
     return ok;
 }
 
-static bool write_cubin(const char *dir, const char *source, const char *arch, double *nvrtc_s,
-                        Err *e)
+static bool write_cubin(const char *dir, const char *source, const char *arch, bool full_opt,
+                        double *nvrtc_s, Err *e)
 {
-    CudaCompileOptions co = {.arch = arch};
+    CudaCompileOptions co = {.arch = arch, .full_opt = full_opt};
     Cubin c;
     char file[64];
     snprintf(file, sizeof file, "kernels.%s.cubin", arch);
@@ -200,9 +200,9 @@ static bool write_cubin(const char *dir, const char *source, const char *arch, d
     return ok;
 }
 
-static bool write_ptx(const char *dir, const char *source, const char *arch, Err *e)
+static bool write_ptx(const char *dir, const char *source, const char *arch, bool full_opt, Err *e)
 {
-    CudaCompileOptions co = {.arch = arch};
+    CudaCompileOptions co = {.arch = arch, .full_opt = full_opt};
     char file[64];
     snprintf(file, sizeof file, "kernels.%s.ptx", arch);
     return write_text(dir, file, nvrtc_ptx(source, "kernels.cu", &co, e), e);
@@ -219,8 +219,8 @@ bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const
               write_text(dir, "program.loop", loop_print(p), e) &&
               write_text(dir, "plan.json", plan_json(p, po->sb, e), e) &&
               write_file(dir, "kernels.cu", source, e) &&
-              write_cubin(dir, source, arch, nvrtc_s, e) &&
-              (!list_has(po->emit, "ptx") || write_ptx(dir, source, arch, e)) &&
+              write_cubin(dir, source, arch, po->full_opt, nvrtc_s, e) &&
+              (!list_has(po->emit, "ptx") || write_ptx(dir, source, arch, po->full_opt, e)) &&
               write_text(dir, "manifest.json", manifest_json(g, p, "cuda", arch, no_fusion), e);
     free(source);
     return ok;

@@ -14,6 +14,7 @@ typedef struct PackageOptions {
     const char *emit;     /* also write, a list: "llvm-ir" (kernels.ll), "asm" (kernels.s);
                              for CUDA "ptx" (kernels.ARCH.ptx); the CUDA C is always written */
     const SymBind *sb;    /* symbol sizes for plan.json's offsets (NULL: lifetimes only) */
+    bool full_opt;        /* CUDA: NVRTC's full optimisation (CudaCompileOptions.full_opt) */
 } PackageOptions;
 
 /* Whether path is a directory holding a package's manifest. */

@@ -372,7 +372,9 @@ static const Command commands[] = {
      "  --dim NAME=N           sizes for plan.json's offsets (repeatable)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout is active\n"
-     "  --no-fusion            one kernel per op, no GEMM epilogues\n"},
+     "  --no-fusion            one kernel per op, no GEMM epilogues\n"
+     "  --mode max-autotune    cuda: NVRTC's full optimisation (default: ptxas's costliest\n"
+     "                         passes off where NVRTC has --Ofast-compile, 3x faster)\n"},
     {"opt", cmd_opt, "run passes over a model and print the resulting IR",
      "usage: coil opt FILE.cir [--passes=a,b,...]\n"
      "\n"

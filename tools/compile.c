@@ -67,7 +67,8 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
     const Flag flags[] = {{"-o", .value = &a->out},         {"--emit", .value = &a->emit},
                           {"--dim", .list = &a->dim},       {"--set", .list = &a->set},
                           {"--train", .on = &a->train},     {"--no-fusion", .on = &a->no_fusion},
-                          {"--device", .value = &a->device}, {"--arch", .value = &a->arch}};
+                          {"--device", .value = &a->device}, {"--arch", .value = &a->arch},
+                          {"--mode", .value = &a->mode}};
     SymSize sizes[argc + 1];
     int rc = parse_args(cmd, flags, sizeof flags / sizeof *flags, argc, argv, a);
     if (rc == EXIT_OK && !a->help)
@@ -86,7 +87,8 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
     Graph *g = load_model(a, 0, &e);
     bool sized = g && a->dim.n &&
                  init_symbols(g, NULL, NULL, sizes, a->dim.n, DEFAULT_DIM, &sb, &e);
-    PackageOptions po = {a->emit, sized ? &sb : NULL};
+    PackageOptions po = {a->emit, sized ? &sb : NULL,
+                         a->mode && strcmp(a->mode, "max-autotune") == 0};
     rc = !g || !err_ok(&e) ? cli_fail(&e) : cuda ? compile_cuda(a, g, &po, &e)
                                                 : compile_cpu(a, g, &po, &e);
     graph_free(g);

@@ -42,6 +42,9 @@ typedef struct CudaCompileOptions {
     const char *arch;      /* "sm_80", "sm_90a", ... */
     const char *cache_dir; /* cubins by content; NULL: $COIL_CACHE_DIR, else
                               $XDG_CACHE_HOME/coil, else ~/.cache/coil; "" disables */
+    bool full_opt;         /* NVRTC's full optimisation (max-autotune); else, where NVRTC
+                              has it (12.8 on), --Ofast-compile=min: GPT-2's 61 kernels
+                              compile in 1.9 s instead of 6.2 on a 2-core host */
 } CudaCompileOptions;
 
 typedef struct Cubin {

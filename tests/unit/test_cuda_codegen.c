@@ -133,6 +133,16 @@ static void test_cache(void)
     CudaCompileOptions other = {.arch = "sm_90a", .cache_dir = dir};
     Cubin d;
     CHECK(nvrtc_compile(src, "twice.cu", &other, &d, &e) && !d.cached); /* keyed by arch */
+    /* max-autotune's full optimisation is another compile (another key), not the fast one's */
+    CudaCompileOptions full = {.arch = "sm_90a", .cache_dir = dir, .full_opt = true};
+    Cubin f1, f2;
+    char v[32];
+    int major = 0, minor = 0;
+    sscanf(nvrtc_version(v, sizeof v), "%d.%d", &major, &minor);
+    bool fast_flag = major > 12 || (major == 12 && minor >= 8); /* else the options agree */
+    CHECK(nvrtc_compile(src, "twice.cu", &full, &f1, &e) && f1.cached == !fast_flag);
+    CHECK(nvrtc_compile(src, "twice.cu", &full, &f2, &e) && f2.cached);
+    cubin_free(&f1), cubin_free(&f2);
     cubin_free(&a), cubin_free(&b), cubin_free(&c), cubin_free(&d);
     remove(path);
     DIR *dd = opendir(dir);
