@@ -231,11 +231,15 @@ static void test_kill(const char *dir)
               "--steps", "100000", "--save", d, "--save-every", "1", "--threads", "1", (char *)NULL);
         _exit(127);
     }
-    usleep(2500 * 1000); /* start-up, then a checkpoint every step (~10 ms apart) */
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    /* once the first checkpoint exists (however slow the machine), a little longer: the
+     * run is then writing one every step, ~10 ms apart, so the kill lands mid-write often */
     char f[300];
     snprintf(f, sizeof f, "%s/checkpoint.safetensors", d);
+    for (int waited = 0; access(f, F_OK) != 0 && waited < 600; waited++)
+        usleep(100 * 1000);
+    usleep(300 * 1000);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
     StFile st;
     Err e = {0};
     bool whole = safetensors_read(f, &st, &e);
