@@ -1,4 +1,5 @@
 /* optim.c — AdamW, SGD with momentum and Lion, each one loop over all parameters. */
+#include <fnmatch.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -71,6 +72,8 @@ Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, E
             break;
         }
         o->decay[i] = params[i].rank >= 2;
+        for (int k = 0; k < c->nno_decay; k++)
+            o->decay[i] = o->decay[i] && fnmatch(c->no_decay[k], pn, 0) != 0;
         size_t len = strlen(pn) + 8;
         ok = (o->mname[i] = malloc(len)) && (o->vname[i] = malloc(len));
         if (ok)

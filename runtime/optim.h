@@ -13,9 +13,12 @@ typedef struct OptConfig {
     double beta1, beta2, eps;   /* AdamW (0.9, 0.95, 1e-8); Lion's betas (0.9, 0.99) */
     double momentum;            /* SGD (0: plain) */
     double weight_decay;        /* decoupled; applied to parameters of rank >= 2 only
-                                   (matrices and embeddings, not biases and norm gains) */
+                                   (matrices and embeddings, not biases and norm gains)
+                                   whose names match none of no_decay */
     double clip;                /* clip the global gradient norm to this (0: no clipping) */
     int threads;                /* the update's threads (0: one per CPU) */
+    const char *const *no_decay;/* shell patterns of names to exempt ("*.wpe.*") */
+    int nno_decay;
 } OptConfig;
 
 typedef struct LrSchedule {

@@ -306,6 +306,8 @@ static const Command commands[] = {
      "  --lr X                 peak learning rate (default 3e-4); --min-lr X (lr / 10)\n"
      "  --warmup N             linear warm-up steps; --cosine: cosine decay to --min-lr\n"
      "  --weight-decay X       decoupled, on parameters of rank >= 2 (default 0.1)\n"
+     "  --no-decay PATTERN     exempt parameters whose names match (shell pattern such as\n"
+     "                         '*.wpe.*'; repeatable)\n"
      "  --momentum X           sgd's (default 0.9)\n"
      "  --clip X               clip the global gradient norm (default 1; 0: off)\n"
      "  --log-every N          progress every N steps (default 10); --json: JSON lines\n"

@@ -10,6 +10,7 @@ typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale;
     bool resume, cosine, synthetic;
+    List *no_decay;
 } TrainFlags;
 
 /* A non-negative number flag; def when absent. */
@@ -59,7 +60,8 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
     bool lion = kind == OPT_LION;
     o->steps = steps, o->accum = accum, o->log_every = log_every;
     o->opt = (OptConfig){kind, 0.9, lion ? 0.99 : 0.95, 1e-8, kind == OPT_SGD ? momentum : 0, wd,
-                         clip, (int)threads};
+                         clip, (int)threads, (const char *const *)f->no_decay->item,
+                         f->no_decay->n};
     o->lr = (LrSchedule){lr, min_lr, warmup, f->cosine ? steps : 0};
     o->data = f->data, o->data_width = (int)width, o->save = f->save, o->save_every = save_every;
     o->resume = f->resume, o->loss = f->loss, o->json = a->json, o->weights = a->weights;
@@ -70,7 +72,9 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
 
 int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
 {
-    TrainFlags f = {0};
+    char *no_decay_items[argc + 1];
+    List no_decay = {no_decay_items, 0}; /* parse_args fills it: room for every argument */
+    TrainFlags f = {.no_decay = &no_decay};
     const Flag flags[] = {
         {"--steps", .value = &f.steps},        {"--accum", .value = &f.accum},
         {"--lr", .value = &f.lr},              {"--min-lr", .value = &f.min_lr},
@@ -88,6 +92,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--cache", .value = &a->cache},       {"--checkpoint", .value = &f.checkpoint},
         {"--input", .list = &a->input},        {"--precision", .value = &f.precision},
         {"--loss-scale", .value = &f.loss_scale}, {"--device", .value = &a->device},
+        {"--no-decay", .list = &no_decay},
         {"--peak", .value = &a->peak},
     };
     SymSize sizes[argc + 1];

@@ -123,7 +123,8 @@ static void test_optimizers(void)
     Err e = {0};
     Builder b = builder_make(g, &e);
     Type t2 = type_make(DT_F32, 2, (int64_t[]){2, 2}), t1 = type_make(DT_F32, 1, (int64_t[]){2});
-    b_output(&b, b_binary(&b, OP_ADD, b_param(&b, "w", &t2, NULL), b_param(&b, "b", &t1, NULL)), "y");
+    int w = b_param(&b, "w", &t2, NULL), bias = b_param(&b, "b", &t1, NULL); /* in this order */
+    b_output(&b, b_binary(&b, OP_ADD, w, bias), "y");
     for (int kind = 0; kind < 3; kind++) {
         Tensor p[2], gr[2];
         tensor_alloc(&p[0], DT_F32, 2, (int64_t[]){2, 2}, &e), tensor_alloc(&p[1], DT_F32, 1, (int64_t[]){2}, &e);
@@ -132,7 +133,7 @@ static void test_optimizers(void)
             ((float *)p[0].data)[i] = 1, ((float *)gr[0].data)[i] = (float)(i + 1);
         for (int i = 0; i < 2; i++)
             ((float *)p[1].data)[i] = 1, ((float *)gr[1].data)[i] = -2;
-        OptConfig c = {(OptKind)kind, 0.9, kind == OPT_LION ? 0.99 : 0.95, 1e-8, 0.5, 0.1, 0, 1};
+        OptConfig c = {(OptKind)kind, 0.9, kind == OPT_LION ? 0.99 : 0.95, 1e-8, 0.5, 0.1, 0, 1, NULL, 0};
         Optimizer *o = optim_new(&c, g, p, &e);
         double norm = optim_step(o, p, gr, 0.5, 0.01); /* two micro-batches: grads halved */
         CHECK(fabs(norm - sqrt(0.25 * (1 + 4 + 9 + 16 + 4 + 4))) < 1e-6);
@@ -144,6 +145,24 @@ static void test_optimizers(void)
             CHECK(fabs(w - (decayed - 0.01 * 1.0)) < 1e-6 && fabs(bias - (1 + 0.01)) < 1e-6);
         else
             CHECK(fabs(w - (decayed - 0.01)) < 1e-6 && fabs(bias - (1 + 0.01)) < 1e-6);
+        optim_free(o);
+        for (int i = 0; i < 2; i++)
+            tensor_free(&p[i]), tensor_free(&gr[i]);
+    }
+    /* a name pattern exempts a matrix from decay */
+    {
+        Tensor p[2], gr[2];
+        tensor_alloc(&p[0], DT_F32, 2, (int64_t[]){2, 2}, &e), tensor_alloc(&p[1], DT_F32, 1, (int64_t[]){2}, &e);
+        tensor_alloc(&gr[0], DT_F32, 2, (int64_t[]){2, 2}, &e), tensor_alloc(&gr[1], DT_F32, 1, (int64_t[]){2}, &e);
+        for (int i = 0; i < 4; i++)
+            ((float *)p[0].data)[i] = 1, ((float *)gr[0].data)[i] = 1;
+        for (int i = 0; i < 2; i++)
+            ((float *)p[1].data)[i] = 1, ((float *)gr[1].data)[i] = 1;
+        const char *exempt[] = {"w*"};
+        OptConfig c = {OPT_SGD, 0.9, 0.95, 1e-8, 0, 0.1, 0, 1, exempt, 1};
+        Optimizer *o = optim_new(&c, g, p, &e);
+        optim_step(o, p, gr, 1, 0.01);
+        CHECK(fabs(((float *)p[0].data)[0] - (1 - 0.01)) < 1e-6); /* no decay */
         optim_free(o);
         for (int i = 0; i < 2; i++)
             tensor_free(&p[i]), tensor_free(&gr[i]);
@@ -161,7 +180,7 @@ static TrainOptions char_model(int64_t steps, const char *save, bool resume)
     static const SymSize sizes[2] = {{"B", 8}, {"T", 64}};
     TrainOptions o = {.loss = "cross_entropy", .steps = steps, .accum = 1, .sizes = sizes,
                       .nsizes = 2, .data = TEXT, .data_width = 1, .seed = 5,
-                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2, NULL, 0},
                       .lr = {3e-3, 3e-4, 10, 400}, .log_every = 0, .save = save,
                       .resume = resume, .compile = {.threads = 2}, .out = stdout};
     return o;
@@ -265,7 +284,7 @@ static void test_plan_agrees(void)
     static const SymSize sizes[2] = {{"B", 4}, {"T", 256}};
     Graph *g = load(mid, 5);
     TrainOptions o = {.loss = "cross_entropy", .steps = 2, .accum = 1, .sizes = sizes,
-                      .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2, NULL, 0},
                       .lr = {1e-3, 1e-4, 0, 0}, .compile = {.threads = 2}, .peak_gflops = 100,
                       .out = stdout};
     TrainPlan plan;
@@ -298,7 +317,7 @@ static void test_remat(void)
     static const SymSize sizes[2] = {{"B", 2}, {"T", 11}};
     Graph *model = load(tiny, 5);
     TrainOptions o = {.loss = "cross_entropy", .steps = 3, .accum = 1, .sizes = sizes,
-                      .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2, NULL, 0},
                       .lr = {1e-3, 1e-4, 0, 0}, .compile = {.threads = 2}, .peak_gflops = 100,
                       .out = stdout};
     TrainPlan none, autop;
@@ -374,7 +393,7 @@ static void test_npy_dataset(const char *dir)
     Graph *g = model_load("examples/mlp.coil", &opt, &e);
     TrainOptions o = {.loss = "cross_entropy", .steps = 200, .accum = 1, .sizes = sizes,
                       .nsizes = 1, .array_names = names, .array_files = files, .narray = 2,
-                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2},
+                      .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2, NULL, 0},
                       .lr = {3e-3, 3e-4, 0, 0}, .compile = {.threads = 2}, .out = stdout};
     TrainResult r;
     bool ok = g && train_run(g, &o, &r, &e);
