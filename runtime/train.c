@@ -374,6 +374,12 @@ static int64_t batch_tokens(const Run *r)
     return r->joint->ninput ? tensor_numel(t) : 1;
 }
 
+/* Whether a target is a token of a sequence ([B, T] targets), else a sample. */
+static bool per_token(const Run *r)
+{
+    return r->targets_at >= 0 && r->inputs[r->targets_at].rank >= 2;
+}
+
 static void progress(Run *r, double loss, double lr, double norm, double dt, int64_t tokens,
                      const TrainResult *res)
 {
@@ -387,9 +393,10 @@ static void progress(Run *r, double loss, double lr, double norm, double dt, int
                 norm, dt * 1e3, (double)tokens / dt, gflops, mfu, hfu, (long long)res->planned_bytes,
                 (long long)res->skipped);
     else
-        fprintf(o->out, "step %5lld/%lld  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  "
+        fprintf(o->out, "step %5lld/%lld  loss %.4f  lr %.2e  grad-norm %.3f  %.0f %s/s  "
                 "%.1f GFLOP/s  MFU %.1f%%  HFU %.1f%%  mem %.1f MiB%s\n", (long long)r->step,
-                (long long)o->steps, loss, lr, norm, (double)tokens / dt, gflops, 100 * mfu,
+                (long long)o->steps, loss, lr, norm, (double)tokens / dt,
+                per_token(r) ? "tokens" : "samples", gflops, 100 * mfu,
                 100 * hfu, (double)res->planned_bytes / 1048576.0,
                 res->skipped ? "  (a step skipped: non-finite gradient)" : "");
     fflush(o->out);
