@@ -50,13 +50,6 @@ static const Shape shapes[] = {
     {"bcast 1024x768x768", 1, 1024, 768, 768, false, 0},
 };
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The machine is shared: what the other processes took of all CPUs while a row was
  * measured (/proc/stat's busy time less this process's own), printed with the row so a
  * disturbed measurement shows. */
@@ -66,7 +59,7 @@ typedef struct Load {
 
 static Load load_now(void)
 {
-    Load l = {0, 0, now()};
+    Load l = {0, 0, clock_seconds()};
     unsigned long long v[8] = {0};
     FILE *f = fopen("/proc/stat", "r");
     if (f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
@@ -187,15 +180,15 @@ static double rate(const Runner *r, double flops, double seconds)
         fprintf(stderr, "gemm_bench: %s\n", e.msg);
         return 0;
     }
-    double t0 = now();
+    double t0 = clock_seconds();
     run_once(r, &e);
-    double once = now() - t0, best = 0;
+    double once = clock_seconds() - t0, best = 0;
     int64_t reps = once > 0 ? (int64_t)(seconds / 5 / once) + 1 : 1;
     for (int trial = 0; trial < 5; trial++) {
-        t0 = now();
+        t0 = clock_seconds();
         for (int64_t i = 0; i < reps; i++)
             run_once(r, &e);
-        double dt = now() - t0;
+        double dt = clock_seconds() - t0;
         if (dt > 0 && flops * (double)reps / dt > best)
             best = flops * (double)reps / dt;
     }
@@ -270,10 +263,10 @@ static double kernel_rate(const KernelCall *c)
     int64_t reps = (int64_t)(1.5e10 / flops) + 1;
     double best = 0;
     for (int trial = 0; trial < 5; trial++) {
-        double t0 = now();
+        double t0 = clock_seconds();
         for (int64_t i = 0; i < reps; i++)
             kernel_call(c, i);
-        double r = flops * (double)reps / (now() - t0);
+        double r = flops * (double)reps / (clock_seconds() - t0);
         best = r > best ? r : best;
     }
     return best * 1e-9;

@@ -311,6 +311,9 @@ int b_rand(Builder *b, const Type *t, int64_t seed, int64_t offset);
  * (the node array grows): copy the Type when you keep it across b_* calls. */
 const Type *b_type(const Builder *b, int id);
 
+/* ir/clock.c: seconds on the monotonic clock (differences only). */
+double clock_seconds(void);
+
 /* ---------------------------------------------------------------- host tensors */
 
 /* A tensor in host memory in its native dtype (bf16/f16 as uint16 bits). */

@@ -3,17 +3,9 @@
  * compiles its kernels with NVRTC). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "passes/passes.h"
 #include "runtime/compiled.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static const char *const mode_names[] = {
     [MODE_DEFAULT] = "default", [MODE_REDUCE_OVERHEAD] = "reduce-overhead",
@@ -120,18 +112,18 @@ static bool tune_setup(Compiled *c, const CompileOptions *o, Err *e)
 
 static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
 {
-    double t0 = now();
+    double t0 = clock_seconds();
     bool llvm = !o->no_llvm && (cpu_available() || o->object);
     if (llvm)
         c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &o->cpu, e);
-    c->llvm_s = now() - t0;
+    c->llvm_s = clock_seconds() - t0;
     c->from_object = o->object != NULL;
     return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL && tune_setup(c, o, e);
 }
 
 static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
 {
-    double t0 = now();
+    double t0 = clock_seconds();
     CudaEngineOptions co = o->cuda;
     co.profile = o->profile;
     co.graphs = co.graphs || o->mode != MODE_DEFAULT;
@@ -140,7 +132,7 @@ static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
         fprintf(stderr, "coil: warning: max-autotune on a GPU measures nothing yet (no GPU "
                 "candidates are tuned in this version): the heuristics, with CUDA graphs\n");
     c->cu = cuda_engine_new(c->p, &co, e);
-    c->llvm_s = now() - t0;
+    c->llvm_s = clock_seconds() - t0;
     c->from_object = co.cubin != NULL;
     return c->cu != NULL;
 }
@@ -158,10 +150,10 @@ Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e)
         return NULL;
     }
     c->g = g;
-    double t0 = now();
+    double t0 = clock_seconds();
     LowerOptions lo = {.no_fusion = o->no_fusion};
     c->p = loop_lower(g, &lo, e);
-    c->lower_s = now() - t0;
+    c->lower_s = clock_seconds() - t0;
     bool ok = c->p && (dev == DEVICE_CUDA ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
     if (ok)
         return c;
@@ -206,7 +198,7 @@ static bool padding_tuned(const CompileOptions *o)
 
 Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 {
-    double t0 = now();
+    double t0 = clock_seconds();
     Graph *g = graph_copy(src, e);
     bool run = !(o && o->optimised);
     if (!g || (run && !run_passes(&g, pipeline_for(o), e)) || !same_params(src, g, e) ||
@@ -214,7 +206,7 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
         graph_free(g);
         return NULL;
     }
-    double passes = now() - t0;
+    double passes = clock_seconds() - t0;
     Compiled *c = compile_optimised(g, o, e);
     if (c)
         c->passes_s = passes;
@@ -231,9 +223,9 @@ bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tenso
     const SymBind *sb = engine_symbols(c->en);
     if (c->mode != MODE_MAX_AUTOTUNE || (c->tuned && memcmp(sb, &c->tuned_sb, sizeof *sb) == 0))
         return true;
-    double t0 = now();
+    double t0 = clock_seconds();
     bool ok = tune_cpu(c->en, c->p, &c->tune, e);
-    c->tune_s += now() - t0;
+    c->tune_s += clock_seconds() - t0;
     c->tuned_sb = *sb, c->tuned = ok;
     free(c->tuned_cfg);
     c->tuned_cfg = ok ? calloc((size_t)c->p->nstep + 1, sizeof *c->tuned_cfg) : NULL;

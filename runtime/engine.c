@@ -7,7 +7,6 @@
  * so a steady-state run allocates only its outputs. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/engine.h"
 #include "runtime/gemm.h"
@@ -231,13 +230,6 @@ void *const *engine_buffers(const Engine *en) { return en->bufs; }
 
 void engine_set_buffer(Engine *en, int b, void *base) { en->bufs[b] = base; }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* ---------------------------------------------------------------- per run */
 
 /* The plan for these symbol values: the last one when they repeat, and an arena to hold it. */
@@ -380,11 +372,11 @@ static bool run_steps(Engine *en, const SymBind *sb, Err *e)
     const Program *p = en->p;
     en->stats = (EngineStats){0};
     for (int s = 0; s < p->nstep; s++) {
-        double t0 = en->step_s ? now() : 0;
+        double t0 = en->step_s ? clock_seconds() : 0;
         if (!run_step(en, s, sb, e))
             return false;
         if (en->step_s)
-            en->step_s[s] += now() - t0;
+            en->step_s[s] += clock_seconds() - t0;
     }
     return true;
 }

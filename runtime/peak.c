@@ -8,18 +8,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "ir/ir.h"
 #include "runtime/peak.h"
 
 #define NACC 12
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* One variant per vector width: `iters` rounds of NACC vector FMAs; returns a value that
  * depends on every accumulator so the compiler cannot drop the work. Intrinsics, not
@@ -114,7 +107,7 @@ static double fma_trial(int threads, int64_t iters, float (*loop)(int64_t, float
 {
     pthread_t tid[threads];
     FmaJob job[threads];
-    double t0 = now();
+    double t0 = clock_seconds();
     int started = 0;
     for (int t = 0; t < threads; t++) {
         job[t] = (FmaJob){iters, 0, loop};
@@ -125,7 +118,7 @@ static double fma_trial(int threads, int64_t iters, float (*loop)(int64_t, float
     for (int t = 0; t < started; t++)
         pthread_join(tid[t], NULL);
     *ran = started + 1;
-    return now() - t0;
+    return clock_seconds() - t0;
 }
 
 double peak_fma_gflops(int threads, double seconds)
@@ -167,7 +160,7 @@ static double copy_trial(int threads, char *dst, const char *src, size_t bytes)
     pthread_t tid[threads];
     CopyJob job[threads];
     size_t chunk = bytes / (size_t)threads;
-    double t0 = now();
+    double t0 = clock_seconds();
     int started = 0;
     for (int t = 0; t < threads; t++) {
         size_t begin = chunk * (size_t)t, n = t == threads - 1 ? bytes - begin : chunk;
@@ -178,7 +171,7 @@ static double copy_trial(int threads, char *dst, const char *src, size_t bytes)
     copy_thread(&job[0]);
     for (int t = 0; t < started; t++)
         pthread_join(tid[t], NULL);
-    return now() - t0;
+    return clock_seconds() - t0;
 }
 
 double peak_copy_gbs(int threads, size_t bytes)

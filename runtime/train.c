@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "include/coil/coil.h"
@@ -19,13 +18,6 @@
 #include "runtime/train.h"
 
 #define LOADER_DEPTH 4
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- the training graph */
 
@@ -427,7 +419,7 @@ static void adjust_scale(Run *r, bool finite)
 static bool step_once(Run *r, TrainResult *res, Err *e)
 {
     const TrainOptions *o = r->o;
-    double t0 = now(), loss = 0, sum = 0;
+    double t0 = clock_seconds(), loss = 0, sum = 0;
     for (int64_t m = 0; m < o->accum; m++) {
         if (!micro_batch(r, (uint64_t)(r->step * o->accum + m), &loss, e) ||
             (o->accum > 1 && !add_grads(r, m == 0, e)))
@@ -443,7 +435,7 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     adjust_scale(r, isfinite(norm));
     res->loss_scale = r->scale;
     r->step++;
-    double dt = now() - t0, mean = sum / (double)o->accum;
+    double dt = clock_seconds() - t0, mean = sum / (double)o->accum;
     res->first_loss = res->steps == 0 ? mean : res->first_loss;
     res->last_loss = mean, res->tail[res->steps % TRAIN_TAIL] = mean;
     res->steps++, res->seconds += dt;

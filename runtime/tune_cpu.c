@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "include/coil/coil.h"
@@ -37,13 +36,6 @@ typedef struct StepRun {
     void *orig[MAX_TOUCHED], *copy[MAX_TOUCHED][ROTATE_COPIES];
     TuneBudget budget;
 } StepRun;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- what a step touches */
 
@@ -200,9 +192,9 @@ static bool timed_run(void *ctx, int i, double *seconds, Err *e)
         memcpy(engine_buffer(r->en, r->w[w]), r->saved[w], r->bytes[w]);
     for (int j = 0; j < r->nr; j++)
         engine_set_buffer(r->en, r->r[j], r->copy[j][i % ROTATE_COPIES]);
-    double t0 = now();
+    double t0 = clock_seconds();
     bool ok = engine_run_step(r->en, r->s, e);
-    *seconds = now() - t0;
+    *seconds = clock_seconds() - t0;
     return ok;
 }
 
@@ -303,8 +295,7 @@ static void describe(const Program *p, int s, const SymBind *sb, TuneKernelRepor
         b *= dim_value(g->batch[d], sb);
     snprintf(k->name, sizeof k->name, "gemm%s%s", g->epilogue >= 0 ? "+" : "",
              g->epilogue >= 0 ? p->kernel[g->epilogue].name : "");
-    snprintf(k->shape, sizeof k->shape, "%s%lldx%lldx%lld", b > 1 ? "" : "",
-             (long long)dim_value(g->m, sb), (long long)dim_value(g->n, sb),
+    snprintf(k->shape, sizeof k->shape, "%lldx%lldx%lld", (long long)dim_value(g->m, sb), (long long)dim_value(g->n, sb),
              (long long)dim_value(g->k, sb));
     if (b > 1) {
         char tail[32];
@@ -503,7 +494,7 @@ bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e)
         return false;
     }
     int total = step_keys(en, p, device, seen), done = 0;
-    double t0 = now();
+    double t0 = clock_seconds();
     /* Measuring runs the steps again, in order, so each reads real values; with every
      * choice in the cache the latest run's results stand and nothing runs. */
     bool ok = true, measured = false, replay = must_measure(en, p, o, seen);
@@ -514,7 +505,8 @@ bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e)
         if (first == s || !seen[s].key[0]) {
             ok = decide(en, p, s, o, seen[s].key, &seen[s], &measured, e);
             if (o->progress && replay)
-                tune_progress(stderr, ++done, total, now() - t0, seen[s].key[0] ? "" : "");
+                tune_progress(stderr, ++done, total, clock_seconds() - t0, p->step[s].kind == STEP_KERNEL
+                                                                     ? p->kernel[p->step[s].kernel].name : "gemm");
         } else {
             seen[s].cfg = seen[first].cfg, seen[s].report = seen[first].report;
             if (seen[s].report >= 0)
@@ -524,7 +516,7 @@ bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e)
         ok = ok && (!replay || engine_run_step(en, s, e)); /* the next reads what it wrote */
     }
     if (o->report)
-        o->report->seconds = now() - t0;
+        o->report->seconds = clock_seconds() - t0;
     if (ok && measured && o->cache)
         ok = tune_cache_save(o->cache, e);
     free(seen);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "runtime/json.h"
 #include "runtime/peak.h"
@@ -26,13 +25,6 @@ typedef struct Figures {
     char gpu_name[256];
 } Figures;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -41,9 +33,9 @@ static int cmp_double(const void *a, const void *b)
 
 static bool run_once(Compiled *c, const Prepared *r, Tensor *outputs, double *seconds, Err *e)
 {
-    double t0 = now();
+    double t0 = clock_seconds();
     bool ok = compiled_run(c, r->inputs, r->params, outputs, e);
-    *seconds = now() - t0;
+    *seconds = clock_seconds() - t0;
     for (int i = 0; i < r->g->noutput; i++)
         tensor_free(&outputs[i]);
     return ok;
@@ -197,9 +189,9 @@ static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
     CompileOptions co = compile_options(a, (int)f->threads);
     co.tune_sizes = &r->sb;
     co.profile = a->profile;
-    double t0 = now();
+    double t0 = clock_seconds();
     Compiled *c = prepared_compile(r, &co, e);
-    f->compile_s = now() - t0;
+    f->compile_s = clock_seconds() - t0;
     bool ok = c && graph_flops(r->g, &r->sb, &f->flops, e) && time_runs(c, r, f, e);
     f->mode = co.mode;
     if (ok && c->en && co.mode == MODE_MAX_AUTOTUNE)
@@ -260,10 +252,8 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
     f.warmup = (int64_t)warmup;
     if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
-    char *end = NULL;
-    f.peak_gflops = a->peak ? strtod(a->peak, &end) : 0;
-    if (rc == EXIT_OK && !a->help && a->peak && (end == a->peak || *end || !(f.peak_gflops > 0)))
-        rc = usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_positive(cmd, "--peak", a->peak, "GFLOP/s", &f.peak_gflops);
     if (rc == EXIT_OK && !a->help)
         rc = check_device(cmd, a);
     if (rc != EXIT_OK || a->help)

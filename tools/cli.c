@@ -153,6 +153,16 @@ int check_model_args(const Command *cmd, const Args *a, SymSize *sizes)
     return rc;
 }
 
+int parse_positive(const Command *cmd, const char *flag, const char *value, const char *unit,
+                   double *out)
+{
+    char *end = NULL;
+    *out = value ? strtod(value, &end) : 0;
+    if (value && (end == value || *end || !(*out > 0)))
+        return usage_error(cmd, "%s %s: expected a positive number of %s", flag, value, unit);
+    return EXIT_OK;
+}
+
 int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
                 int64_t *out)
 {

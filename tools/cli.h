@@ -62,6 +62,9 @@ int check_model_args(const Command *cmd, const Args *a, SymSize *sizes);
 /* A positive count flag (--threads, --runs): def when absent. */
 int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
                 int64_t *out);
+/* A positive number flag (--peak GFLOP/s, --bandwidth GB/s): 0 when absent. */
+int parse_positive(const Command *cmd, const char *flag, const char *value, const char *unit,
+                   double *out);
 /* Print text the caller allocated (NULL: out of memory). */
 int print_text(char *text, const char *what);
 

@@ -82,13 +82,10 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
         (!a->peak || !bandwidth))
         rc = usage_error(cmd, "--device cuda: give the GPU's --peak GFLOPS (for the dtype the "
                          "GEMMs run in) and --bandwidth GB/s; nothing is measured on a GPU here");
-    char *end = NULL;
-    o.bandwidth_gbs = bandwidth ? strtod(bandwidth, &end) : 0;
-    if (rc == EXIT_OK && !a->help && bandwidth && (end == bandwidth || *end || !(o.bandwidth_gbs > 0)))
-        rc = usage_error(cmd, "--bandwidth %s: expected a positive number of GB/s", bandwidth);
-    o.peak_gflops = a->peak ? strtod(a->peak, &end) : 0;
-    if (rc == EXIT_OK && !a->help && a->peak && (end == a->peak || *end || !(o.peak_gflops > 0)))
-        rc = usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_positive(cmd, "--bandwidth", bandwidth, "GB/s", &o.bandwidth_gbs);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_positive(cmd, "--peak", a->peak, "GFLOP/s", &o.peak_gflops);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     o.loss = loss, o.accum = n_accum, o.sizes = sizes, o.nsizes = a->dim.n;

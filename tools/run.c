@@ -6,18 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "runtime/npy.h"
 #include "runtime/summary.h"
 #include "tools/cli.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* What ran and how long it took, for the last line. */
 typedef struct Outcome {
@@ -108,10 +100,10 @@ static bool evaluate(const Prepared *r, const Args *a, int threads, Outcome *o, 
                 r->package);
         return false;
     }
-    double t0 = now();
+    double t0 = clock_seconds();
     if (a->interp) {
         bool ok = interp_run(r->g, r->inputs, r->params, o->outputs, &o->flops, e);
-        o->seconds = now() - t0;
+        o->seconds = clock_seconds() - t0;
         return ok;
     }
     CompileOptions co = compile_options(a, threads);
@@ -120,9 +112,9 @@ static bool evaluate(const Prepared *r, const Args *a, int threads, Outcome *o, 
     if (!c)
         return false;
     o->c = c;
-    t0 = now();
+    t0 = clock_seconds();
     bool ok = compiled_run(c, r->inputs, r->params, o->outputs, e);
-    o->seconds = now() - t0;
+    o->seconds = clock_seconds() - t0;
     return ok && graph_flops(r->g, &r->sb, &o->flops, e);
 }
 

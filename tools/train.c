@@ -107,12 +107,11 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         rc = check_device(cmd, a);
     if (rc == EXIT_OK && !a->help)
         rc = parse_flags(cmd, &f, a, &o);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_positive(cmd, "--peak", a->peak, "GFLOP/s", &o.peak_gflops);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     o.sizes = sizes, o.nsizes = a->dim.n, o.seed = seed;
-    o.peak_gflops = a->peak ? strtod(a->peak, NULL) : 0;
-    if (!(o.peak_gflops >= 0))
-        return usage_error(cmd, "--peak %s: expected a positive number of GFLOP/s", a->peak);
     char *names[a->input.n + 1];
     const char *files[a->input.n + 1];
     for (int i = 0; i < a->input.n; i++) {

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Orc.h>
@@ -30,13 +29,6 @@ struct CpuModule {
 };
 
 bool cpu_available(void) { return true; }
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static bool has_gemm(const Program *p)
 {
@@ -198,7 +190,7 @@ static CpuModule *module_new(const Program *p)
 
 CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
 {
-    double t0 = now();
+    double t0 = clock_seconds();
     Target t;
     if (!target_make(o, &t, e))
         return NULL;
@@ -221,7 +213,7 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
         cpu_free(m);
         return NULL;
     }
-    m->seconds = now() - t0;
+    m->seconds = clock_seconds() - t0;
     return m;
 }
 

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <nvrtc.h>
@@ -189,13 +188,6 @@ static void cache_write(const char path[4200], const Cubin *c)
 
 /* ---------------------------------------------------------------- compiling */
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The source that failed, kept where the message says. */
 static void report_failure(nvrtcProgram prog, const char *source, const char *name, uint64_t key,
                            nvrtcResult r, Err *e)
@@ -280,12 +272,12 @@ bool nvrtc_compile(const char *source, const char *name, const CudaCompileOption
     snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)key);
     if (cache && cache_read(path, out))
         return true;
-    double t0 = now();
+    double t0 = clock_seconds();
     char *data;
     size_t size;
     if (!run_nvrtc(source, name, opts, nopt, key, false, &data, &size, e))
         return false;
-    *out = (Cubin){data, size, false, now() - t0};
+    *out = (Cubin){data, size, false, clock_seconds() - t0};
     if (cache && make_dirs(dir))
         cache_write(path, out);
     return true;
