@@ -543,8 +543,29 @@ static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
     return false;
 }
 
-/* Siblings: groups of one space reading a common buffer, neither needing the other (as
- * steps: through GEMM epilogues too, or the merged group would wait on itself). */
+/* Siblings further apart than this many nodes are not merged: the later one would run at
+ * the earlier one's step and hold its results from there to its own consumers. That is
+ * the pair a recomputation and the forward op it repeats make (passes/remat.c): merged,
+ * the backward's recomputation would move back into the forward and save nothing. */
+#define SIBLING_WINDOW 48
+
+static int first_node(const Plan *p, int grp)
+{
+    int first = INT32_MAX;
+    for (int x = p->head[grp]; x >= 0; x = p->next[x])
+        first = x < first ? x : first;
+    return first;
+}
+
+static bool near(const Plan *p, int a, int b)
+{
+    int d = first_node(p, a) - first_node(p, b);
+    return (d < 0 ? -d : d) <= SIBLING_WINDOW;
+}
+
+/* Siblings: groups of one space reading a common buffer, near each other, neither needing
+ * the other (as steps: through GEMM epilogues too, or the merged group would wait on
+ * itself). */
 static void merge_siblings(Plan *p)
 {
     Fusion *f = p->f;
@@ -552,7 +573,8 @@ static void merge_siblings(Plan *p)
     int *stack = malloc(((size_t)f->ngroup + 1) * 2 * sizeof *stack);
     for (int a = 0; seen && stack && a < f->ngroup; a++)
         for (int b = a + 1; p->head[a] >= 0 && b < f->ngroup; b++)
-            if (p->head[b] >= 0 && same_space(&f->g[a], &f->g[b]) && share_a_read(p, a, b) &&
+            if (p->head[b] >= 0 && same_space(&f->g[a], &f->g[b]) && near(p, a, b) &&
+                share_a_read(p, a, b) &&
                 !reaches(p, a, b, -1) && !reaches(p, b, a, -1) &&
                 !unit_reaches(p, a, b, seen, stack) && !unit_reaches(p, b, a, seen, stack))
                 merge_into(p, a, b);
@@ -623,19 +645,51 @@ static void visit(Order *o, int unit)
         f->order[o->n++] = f->g[unit].epilogue;
 }
 
+/* Groups by the last node each holds, so the steps keep the graph's own order where
+ * dependencies allow: that order is the schedule the frontend and autodiff wrote (a
+ * backward's recomputations next to their uses, passes/remat.c), which a bare post-order
+ * from the outputs would not keep, pulling a recomputation up into the forward. */
+static int *groups_by_last_node(const Plan *p)
+{
+    const Fusion *f = p->f;
+    int *last = malloc(((size_t)f->ngroup + 1) * sizeof *last);
+    int *sorted = malloc(((size_t)f->ngroup + 1) * sizeof *sorted), n = 0;
+    if (!last || !sorted) {
+        free(last), free(sorted);
+        return NULL;
+    }
+    for (int grp = 0; grp < f->ngroup; grp++)
+        last[grp] = -1;
+    for (int x = 0; x < p->g->nnode; x++)
+        if (f->group[x] >= 0)
+            last[f->group[x]] = x; /* ascending x: the largest */
+    for (int x = 0; x < p->g->nnode; x++) {
+        int grp = f->group[x];
+        if (grp >= 0 && last[grp] == x)
+            sorted[n++] = grp;
+    }
+    for (int grp = 0; grp < f->ngroup; grp++)
+        if (last[grp] < 0)
+            sorted[n++] = grp; /* none: cannot happen, kept for completeness */
+    free(last);
+    return sorted;
+}
+
 static bool order_groups(Plan *p)
 {
     Fusion *f = p->f;
     Order o = {p, calloc((size_t)f->ngroup + 1, 1), 0};
+    int *by_last = groups_by_last_node(p);
     f->order = malloc(((size_t)f->ngroup + 1) * sizeof *f->order);
-    if (!o.state || !f->order) {
-        free(o.state);
+    if (!o.state || !f->order || !by_last) {
+        free(o.state), free(by_last);
         return false;
     }
-    for (int grp = 0; grp < f->ngroup; grp++)
-        if (f->g[grp].gemm < 0)
-            visit(&o, grp);
+    for (int i = 0; i < f->ngroup; i++)
+        if (f->g[by_last[i]].gemm < 0)
+            visit(&o, by_last[i]);
     free(o.state);
+    free(by_last);
     return o.n == f->ngroup;
 }
 

@@ -66,8 +66,9 @@ Graph *pass_autodiff(const Graph *g, Err *e); /* the pass table's: loss = output
 /* remat.c: which forward values a joint graph (autodiff's: output 0 the loss, forward
  * nodes up to it) keeps for the backward and which the backward recomputes, by a minimum
  * cut weighted by bytes at sizes sb: none (keep all), auto (matmul outputs are never
- * recomputed), full (anything but leaves may be; it recomputes the whole forward at the
- * backward's start, so it saves nothing yet and the command line does not offer it). */
+ * recomputed), full (activation checkpointing: the forward's bottlenecks, a
+ * transformer's residual stream between blocks, are saved and everything else, matmuls
+ * too, is recomputed from them a block at a time). */
 typedef enum RematMode { REMAT_NONE, REMAT_AUTO, REMAT_FULL } RematMode;
 bool remat_mode_parse(const char *s, RematMode *m);
 Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e);

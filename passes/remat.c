@@ -136,13 +136,53 @@ static int64_t bytes_of(const Graph *g, int id, const SymBind *sb)
     return n > 0 ? n : 1; /* unbound: still a cost, so nothing is saved for free */
 }
 
+/* The forward's bottlenecks in node order: values v after which no other forward value
+ * that depends on the inputs is still needed by a later forward op (leaves, and what is
+ * computed from leaves alone, such as a causal mask, are there or cost nothing), so every
+ * path from the inputs to the loss passes through v: the residual stream after each of a
+ * transformer's adds. Full checkpointing saves them (views excepted: they are their
+ * source) and recomputes everything else from the nearest one before it, a block at a
+ * time as the backward reaches it. */
+static bool bottlenecks(const Graph *g, int loss, bool *neck)
+{
+    int nf = loss + 1, *last = malloc((size_t)nf * sizeof *last);
+    int *dying = calloc((size_t)nf, sizeof *dying);
+    bool *varies = calloc((size_t)nf, sizeof *varies);
+    if (!last || !dying || !varies) {
+        free(last), free(dying), free(varies);
+        return false;
+    }
+    for (int v = 0; v < nf; v++) {
+        const Node *n = &g->node[v];
+        last[v] = v;
+        varies[v] = n->op == OP_INPUT;
+        for (int j = 0; j < n->nin; j++) {
+            last[n->in[j]] = v; /* node order is topological: v is the latest */
+            varies[v] = varies[v] || varies[n->in[j]];
+        }
+    }
+    for (int v = 0; v < nf; v++)
+        if (varies[v] && !is_leaf(&g->node[v]) && last[v] > v)
+            dying[last[v]]++;
+    int live = 0;
+    for (int v = 0; v < nf; v++) {
+        const Node *n = &g->node[v];
+        bool crosses = varies[v] && !is_leaf(n) && last[v] > v;
+        live += crosses - dying[v];
+        neck[v] = crosses && live == 1 && !(op_info[n->op].flags & OPF_VIEW);
+    }
+    free(last), free(dying), free(varies);
+    return true;
+}
+
 /* recompute[v]: forward value v lies on the sink side (the backward recomputes it when
  * it needs it); saved values are those the cut separates from their input side. */
 static bool choose(const Graph *g, int loss, RematMode mode, const SymBind *sb, bool *recompute)
 {
     int nf = loss + 1, S = 2 * nf, T = S + 1;
     Net net;
-    bool ok = net_init(&net, 2 * nf + 2);
+    bool ok = net_init(&net, 2 * nf + 2), *neck = calloc((size_t)nf, sizeof *neck);
+    ok = ok && neck && (mode != REMAT_FULL || bottlenecks(g, loss, neck));
     for (int v = 0; ok && v < nf; v++) {
         const Node *n = &g->node[v];
         if (is_leaf(n))
@@ -151,6 +191,8 @@ static bool choose(const Graph *g, int loss, RematMode mode, const SymBind *sb, 
         ok = add_edge(&net, 2 * v, 2 * v + 1, view ? INF : bytes_of(g, v, sb));
         if (ok && !recomputable(n, mode))
             ok = add_edge(&net, S, 2 * v, INF);
+        if (ok && neck[v]) /* its edge must be cut: saved */
+            ok = add_edge(&net, S, 2 * v, INF) && add_edge(&net, 2 * v + 1, T, INF);
         for (int j = 0; ok && j < n->nin; j++)
             if (!is_leaf(&g->node[n->in[j]]))
                 ok = add_edge(&net, 2 * n->in[j] + 1, 2 * v, INF);
@@ -165,6 +207,7 @@ static bool choose(const Graph *g, int loss, RematMode mode, const SymBind *sb, 
     for (int v = 0; ok && v < nf; v++)
         recompute[v] = !is_leaf(&g->node[v]) && net.level[2 * v] < 0;
     net_free(&net);
+    free(neck);
     return ok;
 }
 
@@ -227,11 +270,8 @@ Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e)
 
 bool remat_mode_parse(const char *s, RematMode *m)
 {
-    /* "full" is not offered: the backward recomputes the whole forward at its first use
-     * and keeps it to the last, so it saves nothing until recomputation is scheduled a
-     * layer at a time (the pass computes it right; test_train runs it) */
-    static const char *const names[] = {"none", "auto"};
-    for (int i = 0; i < 2; i++)
+    static const char *const names[] = {"none", "auto", "full"};
+    for (int i = 0; i < 3; i++)
         if (strcmp(s, names[i]) == 0) {
             *m = (RematMode)i;
             return true;

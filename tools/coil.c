@@ -325,8 +325,10 @@ static const Command commands[] = {
      "  --device cpu|cuda      where the joint graph runs (cuda: the optimizer still steps on\n"
      "                         the host and parameters are uploaded again each step)\n"
      "  --peak GFLOPS          the device's peak for MFU (a GPU's must be given)\n"
-     "  --checkpoint MODE      none (keep every forward value the backward reads) or auto\n"
-     "                         (a minimum cut by bytes: recompute cheap ops, never matmuls)\n"},
+     "  --checkpoint MODE      none (keep every forward value the backward reads), auto\n"
+     "                         (a minimum cut by bytes: recompute cheap ops, never matmuls)\n"
+     "                         or full (keep the residual stream between blocks, recompute\n"
+     "                         the rest, matmuls too, a block at a time)\n"},
     {"plan", cmd_plan, "a training step's memory and time, before anything runs",
      "usage: coil plan MODEL [options]\n"
      "\n"
@@ -345,7 +347,7 @@ static const Command commands[] = {
      "  --optimizer NAME       adamw (default), sgd (with momentum), lion\n"
      "  --accum N              micro-batches per step\n"
      "  --precision P          f32 (default), bf16 or f16: as for train\n"
-     "  --checkpoint MODE      none or auto: as for train\n"
+     "  --checkpoint MODE      none, auto or full: as for train\n"
      "  --threads N            threads for the measured peaks\n"
      "  --peak GFLOPS          the peak, instead of measuring it\n"
      "  --bandwidth GB/s       the memory bandwidth, instead of measuring it\n"
