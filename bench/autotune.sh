@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # bench/autotune.sh MODEL [--batch N] [--seq T] [--threads N] [--runs N] [--set NAME=VALUE]...
+#                   [--device cuda]
 #
-# max-autotune against the default mode on this CPU, in one run of this script: with a
+# max-autotune against the default mode on this CPU (or GPU), in one run of this script: with a
 # fresh cache, `coil autotune` (tuning time, the table, the JSON report of every
 # candidate), then `coil autotune` again (the warm cache: nothing measured), then `coil
 # bench --mode max-autotune`, which times the default and the tuned kernels back to back
 # in one process. MODEL is mlp, gpt2 or a .coil path; --seq is gpt2's T (default 1024).
 # Writes bench/results/autotune-<model>-b<N>[-s<T>]-t<threads>-<cpu>.md and .json (the
-# report). Run it on an idle machine: the tuner times kernels one by one.
+# report; -<gpu> instead of -t<threads>-<cpu> with --device cuda). Run it on an idle
+# machine: the tuner times kernels one by one.
 set -euo pipefail
 
 die() { echo "autotune.sh: error: $*" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 COMMAND="bench/autotune.sh $*"
-MODEL="" BATCH=128 SEQ=1024 THREADS=$(nproc) RUNS=10 SETS=()
+MODEL="" BATCH=128 SEQ=1024 THREADS=$(nproc) RUNS=10 SETS=() DEVICE=cpu
 while (($#)); do
   case $1 in
     --batch) BATCH=$2; shift 2 ;;
@@ -22,7 +24,8 @@ while (($#)); do
     --threads) THREADS=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    -h|--help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) [[ -z $MODEL ]] || die "one model only"; MODEL=$1; shift ;;
   esac
@@ -39,6 +42,12 @@ if grep -q 'T\]' "$MODEL"; then DIMS+=(--dim "T=$SEQ"); TAG+="-s$SEQ"; fi
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 SLUG=$(echo "$CPU" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g; s/^-//; s/-$//')
 OUT=bench/results/autotune-$TAG-t$THREADS-$SLUG
+if [[ $DEVICE == cuda ]]; then
+  CPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  SLUG=$(echo "$CPU" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g; s/^-//; s/-$//')
+  OUT=bench/results/autotune-$TAG-$SLUG
+fi
+SETS+=(--device "$DEVICE")
 CACHE=$(mktemp -d)/autotune.json
 trap 'rm -rf "$(dirname "$CACHE")"' EXIT
 

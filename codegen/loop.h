@@ -52,7 +52,8 @@
 typedef enum LxKind {
     LX_INT,    /* i64 constant `i` */
     LX_FLOAT,  /* constant `f` of dtype dt (any dtype: a bool or integer constant too) */
-    LX_SYM,    /* i64: the value of graph symbol `i` (bit index into the graph's syms) */
+    LX_SYM,    /* i64: the value of graph symbol `i` (bit index into the graph's syms), or
+                  with `i` COIL_SYM_RNG_STEP the run's rng step */
     LX_VAR,    /* i64: loop variable `i`: 0..nouter-1 outer, nouter.. inner */
     LX_LOAD,   /* dt: element a (an i64 index) of buffer `i`; dt is the buffer's dtype */
     LX_UNARY,  /* dt: pointwise unary OpCode `op` (OP_NEG ... OP_ERF) of a */
@@ -62,7 +63,8 @@ typedef enum LxKind {
     LX_IMOD,   /* i64: a % b, a >= 0, b > 0 */
     LX_SELECT, /* dt: a (bool) ? b : c */
     LX_CAST,   /* dt: a converted as dtype_round does (float to int truncates) */
-    LX_RAND,   /* f32: uniform [0, 1): philox_uniform(seed `i`, offset `j`, index a) */
+    LX_RAND,   /* f32: uniform [0, 1): philox_uniform_step(seed `i`, step b, offset `j`,
+                  index a); b is the rng step symbol, so no kernel is compiled per step */
     LX_ACC,    /* acc_dt: the value of reduction statement `i` at this outer point */
     LX_COUNT
 } LxKind;
@@ -265,6 +267,9 @@ char *loop_print_step(const Program *p, int s);
  * allocated. */
 bool loop_eval(const Program *p, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                Err *e);
+/* The same at rng step `step` (loop_eval is step 0), as interp_run_at. */
+bool loop_eval_at(const Program *p, uint64_t step, const Tensor *inputs, const Tensor *params,
+                  Tensor *outputs, Err *e);
 /* One kernel over [begin, end) of its outer variable 0, in KernelFn's conventions. */
 void loop_eval_kernel(const Program *p, int kernel, void *const *bufs, const int64_t *syms,
                       int64_t begin, int64_t end);

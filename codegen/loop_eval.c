@@ -24,7 +24,7 @@ static const struct {
     unsigned char nops, index_ops;
 } lx_shape[LX_COUNT] = {
     [LX_LOAD] = {1, 1},   [LX_UNARY] = {1, 0}, [LX_BINARY] = {2, 0}, [LX_IDIV] = {2, 3},
-    [LX_IMOD] = {2, 3},   [LX_SELECT] = {3, 0}, [LX_CAST] = {1, 0},  [LX_RAND] = {1, 1},
+    [LX_IMOD] = {2, 3},   [LX_SELECT] = {3, 0}, [LX_CAST] = {1, 0},  [LX_RAND] = {2, 3},
 };
 
 typedef struct Span {
@@ -84,7 +84,7 @@ static bool plan_lx(const Program *p, Plan *pl, int id, Err *e)
     }
     bool ok = true;
     switch (x->kind) {
-    case LX_SYM: ok = x->i >= 0 && x->i < COIL_MAX_SYMS; break;
+    case LX_SYM: ok = x->i >= 0 && x->i < COIL_SYM_SLOTS; break;
     case LX_VAR: ok = x->i >= 0 && x->i < pl->nvar; lv = x->i < k->nouter ? LV_OUTER : LV_INNER; break;
     case LX_LOAD: ok = x->i >= 0 && x->i < p->nbuf && p->buf[x->i].dt == x->dt;
                   lv = lv > LV_OUTER ? lv : LV_OUTER; break;
@@ -283,8 +283,8 @@ static double eval_lx(const Frame *f, const Lx *x)
     case LX_SELECT: return v[x->a] != 0 ? v[x->b] : v[x->c];
     case LX_CAST: return dtype_round(x->dt, v[x->a]);
     case LX_RAND:
-        return dtype_round(x->dt, philox_uniform((uint64_t)x->i, (uint64_t)x->j,
-                                                 (uint64_t)as_i64(v[x->a])));
+        return dtype_round(x->dt, philox_uniform_step((uint64_t)x->i, (uint64_t)as_i64(v[x->b]),
+                                                      (uint64_t)x->j, (uint64_t)as_i64(v[x->a])));
     case LX_ACC: return acc_value(f, x->i);
     default: return 0;
     }
@@ -746,6 +746,12 @@ static bool bind_buffers(const Program *p, const Tensor *const *io, const int *c
 bool loop_eval(const Program *p, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                Err *e)
 {
+    return loop_eval_at(p, 0, inputs, params, outputs, e);
+}
+
+bool loop_eval_at(const Program *p, uint64_t step, const Tensor *inputs, const Tensor *params,
+                  Tensor *outputs, Err *e)
+{
     const Graph *g = p->graph;
     if (!g) {
         err_set(e, ERR_INPUT, "loop_eval: the program has no graph to take its signature from");
@@ -756,6 +762,7 @@ bool loop_eval(const Program *p, const Tensor *inputs, const Tensor *params, Ten
     if (!bind_inputs(g, inputs, &sb, e) || !check_param_tensors(g, params, &sb, e) ||
         !program_check_inputs(p, inputs, &sb, e) || !alloc_output_tensors(g, &sb, outputs, e))
         return false;
+    sb.val[COIL_SYM_RNG_STEP] = (int64_t)step;
     const Tensor *io[] = {[BUF_INPUT] = inputs, [BUF_PARAM] = params, [BUF_OUTPUT] = outputs};
     int count[] = {[BUF_INPUT] = g->ninput, [BUF_PARAM] = nparam, [BUF_OUTPUT] = g->noutput};
     void **bufs = calloc((size_t)p->nbuf + 1, sizeof *bufs);

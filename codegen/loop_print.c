@@ -66,7 +66,9 @@ static const char *op_name(int op)
 
 static void put_sym(FILE *f, const Graph *g, int64_t s)
 {
-    if (g && s >= 0 && s < g->nsym)
+    if (s == COIL_SYM_RNG_STEP)
+        fputs("rng_step", f);
+    else if (g && s >= 0 && s < g->nsym)
         fputs(g->sym[s], f);
     else
         fprintf(f, "sym%lld", (long long)s);
@@ -244,7 +246,8 @@ static void put_lx(FILE *f, const Graph *g, const Lx *x, int id)
     case LX_SELECT: fprintf(f, "select %%e%d, %%e%d, %%e%d", x->a, x->b, x->c); break;
     case LX_CAST: fprintf(f, "cast %%e%d", x->a); break;
     case LX_RAND:
-        fprintf(f, "rand %%e%d seed %lld offset %lld", x->a, (long long)x->i, (long long)x->j);
+        fprintf(f, "rand %%e%d seed %lld offset %lld step %%e%d", x->a, (long long)x->i,
+                (long long)x->j, x->b);
         break;
     case LX_ACC: fprintf(f, "acc s%lld", (long long)x->i); break;
     default: fprintf(f, "?kind%d", (int)x->kind); break;

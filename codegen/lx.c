@@ -247,13 +247,17 @@ int lx_cast(KB *kb, DType dt, int a)
     return intern(kb, x, kb->extent[a], LX_NO_VALUE);
 }
 
+/* The step is read from the syms table at run time: a kernel serves every training step. */
 int lx_rand(KB *kb, int64_t seed, int64_t offset, int index)
 {
     if (index < 0)
         return -1;
+    Lx step = node(LX_SYM, DT_I64);
+    step.i = COIL_SYM_RNG_STEP;
     Lx x = node(LX_RAND, DT_F32);
     x.i = seed, x.j = offset, x.a = index;
-    return intern(kb, x, LX_NO_EXTENT, LX_NO_VALUE);
+    x.b = intern(kb, step, LX_NO_EXTENT, LX_NO_VALUE);
+    return x.b < 0 ? -1 : intern(kb, x, LX_NO_EXTENT, LX_NO_VALUE);
 }
 
 int lx_acc(KB *kb, int stmt, DType dt)

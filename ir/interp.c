@@ -86,14 +86,25 @@ static bool itensor_alloc(const Graph *g, const Node *n, const SymBind *sb, ITen
     return true;
 }
 
+bool sym_same_sizes(const SymBind *a, const SymBind *b)
+{
+    return memcmp(a->val, b->val, COIL_MAX_SYMS * sizeof a->val[0]) == 0 &&
+           memcmp(a->known, b->known, sizeof a->known) == 0;
+}
+
 static bool eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb, bool exact,
                       ITensor *out, Err *e)
 {
     const Node *n = &g->node[id];
     if (!itensor_alloc(g, n, sb, out, e))
         return false;
+    /* a random op reads the rng step as one operand more (EvalFn says so) */
+    ITensor all[n->nin + 1];
+    double step = (double)(uint64_t)sb->val[COIL_SYM_RNG_STEP];
+    memcpy(all, in, (size_t)n->nin * sizeof *in);
+    all[n->nin] = (ITensor){.rank = 0, .n = 1, .d = &step};
     Err ie = {0};
-    if (!op_info[n->op].eval(n, in, out, &ie)) {
+    if (!op_info[n->op].eval(n, all, out, &ie)) {
         err_at(e, n->loc, "%s", ie.msg);
         free(out->d);
         out->d = NULL;
@@ -167,12 +178,13 @@ static bool keep_outputs(const Graph *g, const ITensor *val, ITensor *kept, Err 
 
 /* The graph evaluated node by node (values rounded to their dtypes unless exact), the
  * outputs' f64 values copied into kept[]. */
-static bool run_graph(const Graph *g, const Tensor *inputs, const Tensor *params, bool exact,
-                      ITensor *kept, double *flops, Err *e)
+static bool run_graph(const Graph *g, uint64_t step, const Tensor *inputs, const Tensor *params,
+                      bool exact, ITensor *kept, double *flops, Err *e)
 {
     SymBind sb;
     if (!bind_inputs(g, inputs, &sb, e))
         return false;
+    sb.val[COIL_SYM_RNG_STEP] = (int64_t)step;
     ITensor *val = calloc((size_t)g->nnode + 1, sizeof(ITensor));
     int *last = last_uses(g);
     bool ok = val && last;
@@ -216,8 +228,14 @@ static bool run_graph(const Graph *g, const Tensor *inputs, const Tensor *params
 bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                 double *flops, Err *e)
 {
+    return interp_run_at(g, 0, inputs, params, outputs, flops, e);
+}
+
+bool interp_run_at(const Graph *g, uint64_t step, const Tensor *inputs, const Tensor *params,
+                   Tensor *outputs, double *flops, Err *e)
+{
     ITensor *kept = calloc((size_t)g->noutput + 1, sizeof *kept);
-    bool ok = kept && run_graph(g, inputs, params, false, kept, flops, e);
+    bool ok = kept && run_graph(g, step, inputs, params, false, kept, flops, e);
     int done = 0;
     for (; ok && done < g->noutput; done++)
         ok = store_output(&kept[done], g->node[g->output[done]].type.dt, &outputs[done], e);
@@ -235,5 +253,11 @@ bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params, Tens
 bool interp_run_f64(const Graph *g, const Tensor *inputs, const Tensor *params, ITensor *outputs,
                     Err *e)
 {
-    return run_graph(g, inputs, params, true, outputs, NULL, e);
+    return run_graph(g, 0, inputs, params, true, outputs, NULL, e);
+}
+
+bool interp_run_f64_at(const Graph *g, uint64_t step, const Tensor *inputs, const Tensor *params,
+                       ITensor *outputs, Err *e)
+{
+    return run_graph(g, step, inputs, params, true, outputs, NULL, e);
 }

@@ -11,6 +11,11 @@
 
 #define COIL_MAX_RANK 8
 #define COIL_MAX_SYMS 32
+/* The symbol table kernels read at run time: the symbols, then one reserved slot holding
+ * the run's rng step, which random ops put in Philox's counter words 2 and 3 (so a
+ * training step draws new dropout masks without recompiling; step 0 is coil's old draw). */
+#define COIL_SYM_RNG_STEP COIL_MAX_SYMS
+#define COIL_SYM_SLOTS (COIL_MAX_SYMS + 1)
 
 /* ---------------------------------------------------------------- errors */
 
@@ -172,7 +177,7 @@ enum {
     OPF_VIEW = 1 << 4,       /* pure data movement: transpose, reshape, expand, slice */
     OPF_COMPOSITE = 1 << 5,  /* has a decomposition */
     OPF_COMMUTATIVE = 1 << 6,
-    OPF_RANDOM = 1 << 7,     /* draws from the counter-based RNG (seed, offset) */
+    OPF_RANDOM = 1 << 7,     /* draws from the counter-based RNG (seed, offset, rng step) */
 };
 
 typedef struct Graph Graph;
@@ -193,7 +198,8 @@ typedef struct ITensor {
  * position, starting with the op's name) to e and return false. */
 typedef bool (*InferFn)(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 /* Reference evaluation; out->shape, rank and n are set and out->d allocated by the caller.
- * Values are rounded to the result dtype by the caller afterwards. */
+ * Values are rounded to the result dtype by the caller afterwards. An OPF_RANDOM op gets
+ * one operand more than it has: a scalar holding the run's rng step. */
 typedef bool (*EvalFn)(const Node *n, const ITensor *in, ITensor *out, Err *e);
 /* FLOPs for one evaluation at concrete shapes (in[i] is operand i's shape). */
 typedef double (*FlopsFn)(const Node *n, const ITensor *in, const ITensor *out);
@@ -336,22 +342,31 @@ char *tensor_fmt(const Tensor *t, char *buf, size_t n);
 /* Philox4x32-10, counter-based: the same (seed, counter) gives the same numbers on
  * every backend, so dropout masks and initialisers agree everywhere. */
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-/* counter -> ctr = {lo, hi, 0, 0}, seed -> key = {lo, hi}. */
+/* counter -> ctr = {lo, hi, step lo, step hi}, seed -> key = {lo, hi}; philox4x32 is
+ * step 0. */
+void philox4x32_step(uint64_t seed, uint64_t counter, uint64_t step, uint32_t out[4]);
 void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 /* Element `index` of stream (seed, offset) is philox4x32(seed, offset + index):
  * uniform = (word0 >> 8) * 2^-24; normal = Box-Muller on words 0 and 1. */
-/* Uniform in [0, 1) from element `index` of the stream (seed, offset). */
+/* Uniform in [0, 1) from element `index` of the stream (seed, offset), at a run's rng
+ * step (what makes dropout draw a new mask each training step); philox_uniform is step 0. */
+double philox_uniform_step(uint64_t seed, uint64_t step, uint64_t offset, uint64_t index);
 double philox_uniform(uint64_t seed, uint64_t offset, uint64_t index);
 /* Standard normal (Box-Muller on the same stream). */
 double philox_normal(uint64_t seed, uint64_t offset, uint64_t index);
 
 /* ---------------------------------------------------------------- interpreter */
 
-/* Symbol values (graph->sym order), bound from the inputs' shapes. */
+/* Symbol values (graph->sym order), bound from the inputs' shapes, and the run's rng
+ * step in val[COIL_SYM_RNG_STEP] (bind_inputs makes it 0): val is the kernels' syms table. */
 typedef struct SymBind {
-    int64_t val[COIL_MAX_SYMS];
+    int64_t val[COIL_SYM_SLOTS];
     bool known[COIL_MAX_SYMS];
 } SymBind;
+
+/* Whether a and b bind the same sizes; the rng step aside, as plans and tuning do not
+ * depend on it. */
+bool sym_same_sizes(const SymBind *a, const SymBind *b);
 
 /* Resolve a type to concrete dims under bindings; false if a symbol is unbound. */
 bool type_resolve(const Type *t, const SymBind *sb, int64_t *dims);
@@ -372,12 +387,18 @@ bool reuse_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Er
  * flops (may be NULL) receives the total FLOP count at these shapes. */
 bool interp_run(const Graph *g, const Tensor *inputs, const Tensor *params,
                 Tensor *outputs, double *flops, Err *e);
+/* The same at rng step `step` (interp_run is step 0): random ops draw that step's numbers.
+ * The reference evaluators hold the step as an f64, so it is exact below 2^53. */
+bool interp_run_at(const Graph *g, uint64_t step, const Tensor *inputs, const Tensor *params,
+                   Tensor *outputs, double *flops, Err *e);
 /* Evaluate one node from operand values (constant folding uses this): allocates out
  * at the node's type resolved under sb, runs the op's eval, rounds to the dtype. */
 /* The same without rounding: every value kept in f64 (for gradient checks by finite
  * differences); outputs[i].d malloc'd, the caller frees them. */
 bool interp_run_f64(const Graph *g, const Tensor *inputs, const Tensor *params, ITensor *outputs,
                     Err *e);
+bool interp_run_f64_at(const Graph *g, uint64_t step, const Tensor *inputs, const Tensor *params,
+                       ITensor *outputs, Err *e);
 bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb,
                       ITensor *out, Err *e);
 

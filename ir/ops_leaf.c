@@ -118,11 +118,13 @@ bool eval_iota(const Node *n, const ITensor *in, ITensor *out, Err *e)
     return true;
 }
 
+/* in[0]: the rng step (a random op's extra operand). */
 bool eval_rand(const Node *n, const ITensor *in, ITensor *out, Err *e)
 {
-    (void)in, (void)e;
+    (void)e;
     uint64_t seed = (uint64_t)node_int(n, "seed"), offset = (uint64_t)node_int(n, "offset");
+    uint64_t step = (uint64_t)in[0].d[0];
     for (int64_t i = 0; i < out->n; i++)
-        out->d[i] = philox_uniform(seed, offset, (uint64_t)i);
+        out->d[i] = philox_uniform_step(seed, step, offset, (uint64_t)i);
     return true;
 }

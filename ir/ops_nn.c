@@ -301,14 +301,17 @@ bool eval_rms_norm(const Node *n, const ITensor *in, ITensor *out, Err *e)
     return true;
 }
 
-/* Kernels compare the f32 uniform with p held in f32, so the oracle rounds p the same way. */
+/* Kernels compare the f32 uniform with p held in f32, so the oracle rounds p the same way.
+ * in[1]: the rng step (a random op's extra operand). */
 bool eval_dropout(const Node *n, const ITensor *in, ITensor *out, Err *e)
 {
     (void)e;
     double p = node_float(n, "p"), keep_at = dtype_round(DT_F32, p), scale = 1.0 / (1.0 - p);
     uint64_t seed = (uint64_t)node_int(n, "seed"), offset = (uint64_t)node_int(n, "offset");
+    uint64_t step = (uint64_t)in[1].d[0];
     for (int64_t i = 0; i < out->n; i++)
-        out->d[i] = philox_uniform(seed, offset, (uint64_t)i) >= keep_at ? in[0].d[i] * scale : 0;
+        out->d[i] = philox_uniform_step(seed, step, offset, (uint64_t)i) >= keep_at
+                        ? in[0].d[i] * scale : 0;
     return true;
 }
 

@@ -1,6 +1,6 @@
 /* rng.c — Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
- * Counter-based: element i of stream (seed, offset) is a pure function of
- * (seed, offset + i), so every backend and every thread draws the same numbers. */
+ * Counter-based: element i of stream (seed, offset) at rng step s is a pure function of
+ * (seed, offset + i, s), so every backend and every thread draws the same numbers. */
 #include <math.h>
 
 #include "ir.h"
@@ -30,21 +30,33 @@ void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]
         out[j] = c[j];
 }
 
-/* The 128-bit counter is (counter, 0), the key is the seed; words low first. */
-void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
+/* The 128-bit counter is (counter, step), the key is the seed; words low first. The step
+ * takes the high words so that step 0 draws what coil drew before steps existed. */
+void philox4x32_step(uint64_t seed, uint64_t counter, uint64_t step, uint32_t out[4])
 {
-    uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
+    uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), (uint32_t)step,
+                     (uint32_t)(step >> 32)};
     uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     philox4x32_10(c, k, out);
 }
 
+void philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
+{
+    philox4x32_step(seed, counter, 0, out);
+}
+
 /* 24 random bits, so the value is exact in f32 and every backend compares the
  * same number against a dropout probability. */
-double philox_uniform(uint64_t seed, uint64_t offset, uint64_t index)
+double philox_uniform_step(uint64_t seed, uint64_t step, uint64_t offset, uint64_t index)
 {
     uint32_t r[4];
-    philox4x32(seed, offset + index, r);
+    philox4x32_step(seed, offset + index, step, r);
     return (double)(r[0] >> 8) * 0x1p-24;
+}
+
+double philox_uniform(uint64_t seed, uint64_t offset, uint64_t index)
+{
+    return philox_uniform_step(seed, 0, offset, index);
 }
 
 double philox_normal(uint64_t seed, uint64_t offset, uint64_t index)

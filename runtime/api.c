@@ -36,6 +36,7 @@ struct coil_model {
     int threads;
     const char *device; /* "cpu" or "cuda" (static strings) */
     Compiled *compiled; /* made at the first coil_run */
+    uint64_t rng_step;  /* coil_set_rng_step */
 };
 
 /* Parameter values changed: a GPU engine uploads them again at the next run (it cannot
@@ -519,10 +520,11 @@ static bool input_views(const coil_model *m, const coil_tensor *inputs, Tensor *
 static bool evaluate(coil_model *m, const Tensor *inputs, Tensor *res, Err *e)
 {
     if (m->interpret)
-        return interp_run(m->g, inputs, m->params, res, NULL, e);
+        return interp_run_at(m->g, m->rng_step, inputs, m->params, res, NULL, e);
     CompileOptions o = {.threads = m->threads, .device = m->device};
     if (!m->compiled && !(m->compiled = compile_graph(m->g, &o, e)))
         return false;
+    compiled_set_rng_step(m->compiled, m->rng_step);
     return compiled_run(m->compiled, inputs, m->params, res, e);
 }
 
@@ -534,6 +536,15 @@ static void outputs_give(const Tensor *res, coil_tensor *outputs, int n)
                                    .data = res[i].data};
         memcpy(outputs[i].shape, res[i].shape, sizeof outputs[i].shape);
     }
+}
+
+bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err)
+{
+    err_clear(err);
+    if (!model)
+        return fail(err, COIL_ERR_USAGE, "coil_set_rng_step: the model is NULL");
+    model->rng_step = step;
+    return true;
 }
 
 bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_tensor *outputs,

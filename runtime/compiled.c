@@ -6,6 +6,7 @@
 
 #include "passes/passes.h"
 #include "runtime/compiled.h"
+#include "runtime/tune_cuda.h"
 
 static const char *const mode_names[] = {
     [MODE_DEFAULT] = "default", [MODE_REDUCE_OVERHEAD] = "reduce-overhead",
@@ -29,6 +30,7 @@ void compiled_free(Compiled *c)
         return;
     tune_cache_free(c->cache);
     free(c->tuned_cfg);
+    free(c->tuned_cu);
     engine_free(c->en);
     cuda_engine_free(c->cu);
     cpu_free(c->m);
@@ -105,7 +107,7 @@ static bool tune_setup(Compiled *c, const CompileOptions *o, Err *e)
     c->cache = tune_cache_open(path, e);
     if (path != o->tune_cache)
         free((char *)path);
-    c->tune = (TuneCpuOptions){.cache = c->cache, .measure = true, .progress = o->tune_progress,
+    c->tune = (TuneOptions){.cache = c->cache, .measure = true, .progress = o->tune_progress,
                                .report = o->tune_report};
     return c->cache != NULL;
 }
@@ -128,13 +130,10 @@ static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
     co.profile = o->profile;
     co.graphs = co.graphs || o->mode != MODE_DEFAULT;
     co.full_opt = co.full_opt || o->mode == MODE_MAX_AUTOTUNE;
-    if (o->mode == MODE_MAX_AUTOTUNE)
-        fprintf(stderr, "coil: warning: max-autotune on a GPU measures nothing yet (no GPU "
-                "candidates are tuned in this version): the heuristics, with CUDA graphs\n");
     c->cu = cuda_engine_new(c->p, &co, e);
     c->llvm_s = clock_seconds() - t0;
     c->from_object = co.cubin != NULL;
-    return c->cu != NULL;
+    return c->cu != NULL && tune_setup(c, o, e);
 }
 
 Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e)
@@ -187,13 +186,20 @@ static const char *pipeline_for(const CompileOptions *o)
     return o && o->device && strcmp(o->device, "cuda") == 0 ? pass_pipeline_cuda : pass_pipeline;
 }
 
-/* Padding to whole AVX-512 vectors of f32: what the CPU's kernels would prefer, if any. */
+/* Padding to whole AVX-512 vectors of f32 (what the CPU's kernels would prefer, if any),
+ * or to 8 elements (16 bytes of f16/bf16: what tensor cores and cuBLAS's aligned kernels
+ * want on a GPU). */
 #define CPU_PAD_MULTIPLE 16
+#define CUDA_PAD_MULTIPLE 8
 
 static bool padding_tuned(const CompileOptions *o)
 {
-    return o && o->mode == MODE_MAX_AUTOTUNE && o->tune_sizes &&
-           !(o->device && strcmp(o->device, "cuda") == 0);
+    return o && o->mode == MODE_MAX_AUTOTUNE && o->tune_sizes;
+}
+
+static int pad_multiple(const CompileOptions *o)
+{
+    return o->device && strcmp(o->device, "cuda") == 0 ? CUDA_PAD_MULTIPLE : CPU_PAD_MULTIPLE;
 }
 
 Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
@@ -202,7 +208,7 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
     Graph *g = graph_copy(src, e);
     bool run = !(o && o->optimised);
     if (!g || (run && !run_passes(&g, pipeline_for(o), e)) || !same_params(src, g, e) ||
-        (padding_tuned(o) && !tune_pad(&g, o->tune_sizes, CPU_PAD_MULTIPLE, o, e))) {
+        (padding_tuned(o) && !tune_pad(&g, o->tune_sizes, pad_multiple(o), o, e))) {
         graph_free(g);
         return NULL;
     }
@@ -213,33 +219,59 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
     return c;
 }
 
-bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
-                  Err *e)
+bool compiled_tune(Compiled *c, Err *e)
 {
-    if (c->cu)
-        return cuda_engine_run(c->cu, inputs, params, outputs, e);
-    if (!engine_run(c->en, inputs, params, outputs, e))
-        return false;
-    const SymBind *sb = engine_symbols(c->en);
-    if (c->mode != MODE_MAX_AUTOTUNE || (c->tuned && memcmp(sb, &c->tuned_sb, sizeof *sb) == 0))
+    const SymBind *sb = c->cu ? cuda_engine_symbols(c->cu) : engine_symbols(c->en);
+    if (c->mode != MODE_MAX_AUTOTUNE || (c->tuned && sym_same_sizes(sb, &c->tuned_sb)))
         return true;
     double t0 = clock_seconds();
-    bool ok = tune_cpu(c->en, c->p, &c->tune, e);
+    bool ok = c->cu ? tune_cuda(c->cu, c->p, &c->tune, e) : tune_cpu(c->en, c->p, &c->tune, e);
     c->tune_s += clock_seconds() - t0;
     c->tuned_sb = *sb, c->tuned = ok;
     free(c->tuned_cfg);
-    c->tuned_cfg = ok ? calloc((size_t)c->p->nstep + 1, sizeof *c->tuned_cfg) : NULL;
-    for (int s = 0; c->tuned_cfg && s < c->p->nstep; s++)
-        c->tuned_cfg[s] = *engine_config(c->en, s);
-    for (int i = 0; !ok && i < c->g->noutput; i++)
-        tensor_free(&outputs[i]);
+    free(c->tuned_cu);
+    size_t n = (size_t)c->p->nstep + 1;
+    c->tuned_cfg = ok && !c->cu ? calloc(n, sizeof *c->tuned_cfg) : NULL;
+    c->tuned_cu = ok && c->cu ? calloc(n, sizeof *c->tuned_cu) : NULL;
+    for (int s = 0; s < c->p->nstep; s++) {
+        if (c->tuned_cfg)
+            c->tuned_cfg[s] = *engine_config(c->en, s);
+        if (c->tuned_cu)
+            c->tuned_cu[s] = *cuda_engine_config(c->cu, s);
+    }
     return ok;
+}
+
+bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
+                  Err *e)
+{
+    bool ok = c->cu ? cuda_engine_run(c->cu, inputs, params, outputs, e)
+                    : engine_run(c->en, inputs, params, outputs, e);
+    if (!ok)
+        return false;
+    if (compiled_tune(c, e))
+        return true;
+    for (int i = 0; i < c->g->noutput; i++)
+        tensor_free(&outputs[i]);
+    return false;
+}
+
+void compiled_set_rng_step(Compiled *c, uint64_t step)
+{
+    if (c->cu)
+        cuda_engine_set_rng_step(c->cu, step);
+    else
+        engine_set_rng_step(c->en, step);
 }
 
 void compiled_use_tuning(Compiled *c, bool on)
 {
     for (int s = 0; c->en && c->tuned_cfg && s < c->p->nstep; s++)
         engine_configure(c->en, s, on ? &c->tuned_cfg[s] : NULL);
+    for (int s = 0; c->cu && c->tuned_cu && s < c->p->nstep; s++) {
+        Err ignore = {0}; /* the variants chosen were loaded when tuned: nothing can fail */
+        cuda_engine_configure(c->cu, s, on ? &c->tuned_cu[s] : NULL, &ignore);
+    }
 }
 
 const MemoryPlan *compiled_plan(const Compiled *c)

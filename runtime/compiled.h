@@ -53,11 +53,12 @@ typedef struct Compiled {
                                          the module, on a GPU) */
     bool from_object;    /* the kernels were a package's object, not compiled here */
     CompileMode mode;
-    TuneCache *cache;    /* max-autotune on the CPU */
-    TuneCpuOptions tune;
+    TuneCache *cache;    /* max-autotune */
+    TuneOptions tune;
     SymBind tuned_sb;    /* the sizes the engine is tuned for */
     bool tuned;
     StepConfig *tuned_cfg; /* per step, what the tuning chose (for compiled_use_tuning) */
+    CudaStepConfig *tuned_cu; /* the same on a GPU */
     double tune_s;       /* seconds spent tuning (measuring, or reading the cache) */
 } Compiled;
 
@@ -80,11 +81,18 @@ bool tune_pad(Graph **g, const SymBind *sb, int multiple, const CompileOptions *
 /* Run with interp_run's conventions: inputs in graph order, params in graph_params order
  * of the source graph (the same order: passes keep parameters and their order), outputs
  * allocated here. With max-autotune, the first run at new sizes then tunes the engine
- * (tune_cpu) for the runs after it. */
+ * (tune_cpu, tune_cuda) for the runs after it. */
 bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                   Err *e);
-/* max-autotune on the CPU, after the tuning run: the chosen configurations (true) or the
- * heuristics (false), so `coil bench` can time both in one process. */
+/* The rng step random ops (dropout) draw at from the next run on, on either device (see
+ * engine_set_rng_step); 0 until set. */
+void compiled_set_rng_step(Compiled *c, uint64_t step);
+/* max-autotune: the engine's steps tuned at its latest run's sizes (once per sizes; a
+ * no-op in other modes), what was chosen kept for compiled_use_tuning. compiled_run does
+ * it; a caller running the engine itself (GPU training's resident runs) calls it after. */
+bool compiled_tune(Compiled *c, Err *e);
+/* max-autotune, after the tuning run: the chosen configurations (true) or the heuristics
+ * (false), so `coil bench` can time both in one process. */
 void compiled_use_tuning(Compiled *c, bool on);
 
 /* The engine's memory plan and per-step seconds, whichever device runs it (see

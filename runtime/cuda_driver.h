@@ -22,7 +22,8 @@
     X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)            \
     X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuMemGetInfo)               \
     X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD)           \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuModuleLoadData)        \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)       \
+    X(cuModuleLoadData)                                                                     \
     X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate)            \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)            \
     X(cuEventRecord) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)    \

@@ -30,14 +30,17 @@ static const cublasLtEpilogue_t lt_epilogue[CU_EPI_COUNT] = {
 static const cudaDataType cuda_dtype[DT_COUNT] = {
     [DT_F32] = CUDA_R_32F, [DT_F16] = CUDA_R_16F, [DT_BF16] = CUDA_R_16BF};
 
-/* A GEMM step's cuBLASLt call, prepared when the sizes are known. */
+/* A GEMM step's cuBLASLt call, prepared when the sizes are known: the heuristic's first
+ * algorithms for it, the first the default, the others the autotuner's candidates. */
+#define LT_TOPK 8
 typedef struct LtStep {
     bool on;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-    size_t workspace;
-    int out; /* the epilogue's output buffer: cuBLASLt's D */
+    int nalgo;
+    cublasLtMatmulAlgo_t algo[LT_TOPK];
+    size_t workspace[LT_TOPK];
+    int out; /* the epilogue's output buffer (its C without one): cuBLASLt's D */
 } LtStep;
 
 struct CudaEngine {
@@ -70,11 +73,16 @@ struct CudaEngine {
     int64_t dblock_bytes;
     int64_t *off;            /* per buffer: byte offset in its block (and in the staging) */
     CUdeviceptr *addr;       /* per buffer: device address (the bufs table) */
-    long long syms[COIL_MAX_SYMS];
+    long long syms[COIL_SYM_SLOTS]; /* as on the device: the symbols, the rng step */
+    uint64_t rng_step;       /* the next run's (cuda_engine_set_rng_step) */
     char *staging;           /* pinned: inputs and outputs at their io offsets */
     int64_t staging_bytes;
     CuGemm *gemm;            /* per step */
-    LtStep *lts;             /* per step */
+    LtStep *lts;             /* per step: cuBLASLt with the epilogue */
+    LtStep *ltp;             /* per step: cuBLASLt plain, the epilogue a kernel (tuning) */
+    CudaStepConfig *cfg;     /* per step: what the autotuner chose (zeros: the heuristics) */
+    CUmodule *vmod;          /* per kernel: its variants' module, loaded when first used */
+    CUfunction *vfn;         /* per kernel: the configured variant (NULL: fn[k]) */
     bool warm;               /* a run at these sizes has completed (graphs capture after) */
     CUgraphExec exec;
     CUevent *ev;
@@ -178,12 +186,16 @@ static bool alloc_tables(CudaEngine *en, Err *e)
     en->addr = calloc(nbuf, sizeof *en->addr);
     en->gemm = calloc(nstep, sizeof *en->gemm);
     en->lts = calloc(nstep, sizeof *en->lts);
+    en->ltp = calloc(nstep, sizeof *en->ltp);
+    en->cfg = calloc(nstep, sizeof *en->cfg);
+    en->vmod = calloc((size_t)p->nkernel + 1, sizeof *en->vmod);
+    en->vfn = calloc((size_t)p->nkernel + 1, sizeof *en->vfn);
     if (en->o.profile) {
         en->ev = calloc(nstep, sizeof *en->ev);
         en->step_s = calloc(nstep, sizeof *en->step_s);
     }
     if (!en->fn || !en->attn_fn || !en->param_src || !en->off || !en->addr || !en->gemm || !en->lts ||
-        (en->o.profile && (!en->ev || !en->step_s))) {
+        !en->ltp || !en->cfg || !en->vmod || !en->vfn || (en->o.profile && (!en->ev || !en->step_s))) {
         err_set(e, ERR_INPUT, "out of memory creating a CUDA engine for %d buffers", p->nbuf);
         return false;
     }
@@ -322,7 +334,7 @@ static void drop_plan(CudaEngine *en)
         en->cu->cuGraphExecDestroy(en->exec);
     en->exec = NULL;
     for (int s = 0; en->lts && s < en->p->nstep; s++)
-        lt_drop(en, &en->lts[s]);
+        lt_drop(en, &en->lts[s]), lt_drop(en, &en->ltp[s]);
     plan_free(&en->plan);
     en->planned = en->warm = false;
 }
@@ -351,6 +363,9 @@ void cuda_engine_free(CudaEngine *en)
             cu->cuMemFreeHost(en->staging);
         if (en->mod)
             cu->cuModuleUnload(en->mod);
+        for (int k = 0; en->vmod && k < en->p->nkernel; k++)
+            if (en->vmod[k])
+                cu->cuModuleUnload(en->vmod[k]);
         if (en->stream)
             cu->cuStreamDestroy(en->stream);
         cu->cuDevicePrimaryCtxRelease(en->dev);
@@ -362,12 +377,18 @@ void cuda_engine_free(CudaEngine *en)
     free(en->addr);
     free(en->gemm);
     free(en->lts);
+    free(en->ltp);
+    free(en->cfg);
+    free(en->vmod);
+    free(en->vfn);
     free(en->ev);
     free(en->step_s);
     free(en);
 }
 
 void cuda_engine_params_changed(CudaEngine *en) { en->params_dirty = true; }
+
+void cuda_engine_set_rng_step(CudaEngine *en, uint64_t step) { en->rng_step = step; }
 
 const MemoryPlan *cuda_engine_plan(const CudaEngine *en) { return en->planned ? &en->plan : NULL; }
 
@@ -445,7 +466,7 @@ static int64_t layout_activations(CudaEngine *en, const SymBind *sb, int64_t *io
     *scratch_at = at;
     at += round_up(scratch);
     *tables_at = at;
-    return at + round_up((int64_t)p->nbuf * 8) + COIL_MAX_SYMS * 8;
+    return at + round_up((int64_t)p->nbuf * 8) + COIL_SYM_SLOTS * 8;
 }
 
 static bool place_activations(CudaEngine *en, const SymBind *sb, Err *e)
@@ -522,14 +543,15 @@ static bool lt_call(cublasStatus_t st, const char *what, char *why, size_t n)
     return st == CUBLAS_STATUS_SUCCESS;
 }
 
-/* The matmul descriptor: transposes, epilogue, bias. */
+/* The matmul descriptor: transposes, epilogue, bias (f.kind CU_EPI_NONE: plain). */
 static bool lt_desc(CudaEngine *en, const CuGemm *cg, CuFusion f, LtStep *L, char *why, size_t n)
 {
     const CudaCublasLt *lt = en->lt;
     cublasOperation_t ta = cg->a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = cg->b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = lt_epilogue[f.kind];
-    void *bias = dptr(en->addr[f.bias]);
+    cublasLtEpilogue_t epi = f.kind ? lt_epilogue[f.kind] : CUBLASLT_EPILOGUE_DEFAULT;
+    void *bias = f.kind ? dptr(en->addr[f.bias]) : NULL;
+    bool plain = !f.kind;
     return lt_call(lt->cublasLtMatmulDescCreate(&L->desc, compute_type(en, cg), CUDA_R_32F),
                    "cublasLtMatmulDescCreate", why, n) &&
            lt_call(lt->cublasLtMatmulDescSetAttribute(L->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
@@ -538,8 +560,9 @@ static bool lt_desc(CudaEngine *en, const CuGemm *cg, CuFusion f, LtStep *L, cha
                                                       sizeof tb), "TRANSB", why, n) &&
            lt_call(lt->cublasLtMatmulDescSetAttribute(L->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                                       sizeof epi), "EPILOGUE", why, n) &&
-           lt_call(lt->cublasLtMatmulDescSetAttribute(L->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &bias, sizeof bias), "BIAS_POINTER", why, n);
+           (plain || lt_call(lt->cublasLtMatmulDescSetAttribute(
+                                 L->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                             "BIAS_POINTER", why, n));
 }
 
 /* Layouts of the stored matrices (before the transposes): A is m x k (k x m transposed),
@@ -558,7 +581,8 @@ static bool lt_layouts(CudaEngine *en, const CuGemm *cg, LtStep *L, char *why, s
                    "cublasLtMatrixLayoutCreate(C)", why, n);
 }
 
-/* The heuristic's first algorithm for these operands' alignments within the workspace. */
+/* The heuristic's first LT_TOPK algorithms for these operands' alignments within the
+ * workspace (the default runs the first). */
 static bool lt_algo(CudaEngine *en, const CuGemm *cg, LtStep *L, char *why, size_t n)
 {
     const CudaCublasLt *lt = en->lt;
@@ -579,10 +603,10 @@ static bool lt_algo(CudaEngine *en, const CuGemm *cg, LtStep *L, char *why, size
         ok = lt_call(lt->cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al[i],
                                                               sizeof al[i]),
                      "MIN_ALIGNMENT", why, n);
-    cublasLtMatmulHeuristicResult_t h;
+    cublasLtMatmulHeuristicResult_t h[LT_TOPK];
     int got = 0;
     ok = ok && lt_call(lt->cublasLtMatmulAlgoGetHeuristic(en->blt, L->desc, L->la, L->lb, L->lc,
-                                                          L->lc, pref, 1, &h, &got),
+                                                          L->lc, pref, LT_TOPK, h, &got),
                        "cublasLtMatmulAlgoGetHeuristic", why, n);
     if (ok && got == 0)
         snprintf(why, n, "cublasLtMatmulAlgoGetHeuristic: no algorithm");
@@ -590,9 +614,29 @@ static bool lt_algo(CudaEngine *en, const CuGemm *cg, LtStep *L, char *why, size
         lt->cublasLtMatmulPreferenceDestroy(pref);
     if (!ok || got == 0)
         return false;
-    L->algo = h.algo;
-    L->workspace = h.workspaceSize;
+    for (int i = 0; i < got; i++)
+        L->algo[i] = h[i].algo, L->workspace[i] = h[i].workspaceSize;
+    L->nalgo = got;
     return true;
+}
+
+/* Whether cuBLASLt can take GEMM step s at all: one matrix product (no batches), K > 0. */
+static bool lt_eligible(const CudaEngine *en, int s)
+{
+    const CuGemm *cg = &en->gemm[s];
+    return en->lt && cg->batch == 1 && !cg->nouter && !cg->zero && !cg->empty;
+}
+
+/* L prepared for step s with fusion f (CU_EPI_NONE: plain, D = C); false with why. */
+static bool lt_prepare(CudaEngine *en, int s, CuFusion f, LtStep *L, char *why, size_t n)
+{
+    const CuGemm *cg = &en->gemm[s];
+    L->out = f.kind ? f.out : en->p->step[s].gemm.c.buf;
+    L->on = lt_desc(en, cg, f, L, why, n) && lt_layouts(en, cg, L, why, n) &&
+            lt_algo(en, cg, L, why, n);
+    if (!L->on)
+        lt_drop(en, L);
+    return L->on;
 }
 
 /* cuBLASLt for step s when its epilogue matches and cuBLASLt takes it; otherwise (no
@@ -600,20 +644,21 @@ static bool lt_algo(CudaEngine *en, const CuGemm *cg, LtStep *L, char *why, size
  * epilogue kernel. */
 static void prepare_lt(CudaEngine *en, int s)
 {
-    const CuGemm *cg = &en->gemm[s];
-    LtStep *L = &en->lts[s];
     CuFusion f = cuda_match_epilogue(en->p, &en->p->step[s].gemm);
-    if (!en->lt || !lt_epilogue[f.kind] || cg->batch != 1 || cg->nouter || cg->zero || cg->empty)
+    if (!lt_eligible(en, s) || !lt_epilogue[f.kind])
         return;
     char why[200] = "";
-    L->out = f.out;
-    L->on = lt_desc(en, cg, f, L, why, sizeof why) && lt_layouts(en, cg, L, why, sizeof why) &&
-            lt_algo(en, cg, L, why, sizeof why);
-    if (!L->on) {
-        lt_drop(en, L);
+    if (!lt_prepare(en, s, f, &en->lts[s], why, sizeof why))
         snprintf(en->stats.note, sizeof en->stats.note, "step %d: cuBLASLt declined %s: %s", s,
                  cuda_epilogue_name[f.kind], why);
-    }
+}
+
+/* The plain cuBLASLt call of step s (its epilogue a kernel), for a tuned choice. */
+static void prepare_plain(CudaEngine *en, int s)
+{
+    char why[200] = "";
+    if (lt_eligible(en, s) && !en->ltp[s].on)
+        lt_prepare(en, s, (CuFusion){CU_EPI_NONE, -1, -1}, &en->ltp[s], why, sizeof why);
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -635,7 +680,7 @@ static bool map_gemms(CudaEngine *en, const SymBind *sb, Err *e)
 /* The plan, memory and cuBLASLt calls for these symbol values (kept while they repeat). */
 static bool ensure_plan(CudaEngine *en, const SymBind *sb, Err *e)
 {
-    if (en->planned && memcmp(&en->plan_sb, sb, sizeof *sb) == 0)
+    if (en->planned && sym_same_sizes(&en->plan_sb, sb))
         return true;
     drop_plan(en);
     if (!plan_memory(en->p, sb, &en->plan, e) || !map_gemms(en, sb, e) ||
@@ -644,8 +689,11 @@ static bool ensure_plan(CudaEngine *en, const SymBind *sb, Err *e)
         return false;
     }
     for (int s = 0; s < en->p->nstep; s++)
-        if (en->p->step[s].kind == STEP_GEMM)
+        if (en->p->step[s].kind == STEP_GEMM) {
             prepare_lt(en, s);
+            if (en->cfg[s].path == CUDA_GEMM_LT)
+                prepare_plain(en, s);
+        }
     en->plan_sb = *sb;
     en->planned = true;
     return true;
@@ -653,15 +701,22 @@ static bool ensure_plan(CudaEngine *en, const SymBind *sb, Err *e)
 
 /* ---------------------------------------------------------------- steps */
 
-static bool launch(CudaEngine *en, int k, const SymBind *sb, Err *e)
+/* The configuration of kernel k: its step's (a GEMM's epilogue keeps the heuristics). */
+static const CudaKernelConfig *kernel_config(const CudaEngine *en, int k, int s)
+{
+    return en->p->step[s].kind == STEP_KERNEL && en->p->step[s].kernel == k ? &en->cfg[s].kernel
+                                                                            : NULL;
+}
+
+static bool launch(CudaEngine *en, int k, int s, const SymBind *sb, Err *e)
 {
     const Kernel *kn = &en->p->kernel[k];
-    CudaLaunch L = cuda_launch_dims(kn, sb, en->info.sms);
+    CudaLaunch L = cuda_launch_dims(kn, sb, en->info.sms, kernel_config(en, k, s));
     if (L.blocks == 0)
         return true;
     void *args[] = {&en->bufs_dev, &en->syms_dev};
     en->stats.launches++;
-    CUresult r = en->cu->cuLaunchKernel(en->fn[k], (unsigned)L.blocks, 1, 1, (unsigned)L.threads,
+    CUresult r = en->cu->cuLaunchKernel(en->vfn[k] ? en->vfn[k] : en->fn[k], (unsigned)L.blocks, 1, 1, (unsigned)L.threads,
                                         1, 1, 0, en->stream, args, NULL);
     char what[200];
     snprintf(what, sizeof what, "cuLaunchKernel(%s, %lld blocks of %d)", kn->name,
@@ -745,19 +800,35 @@ static bool run_cublas(CudaEngine *en, int s, Err *e)
     return true;
 }
 
-static bool run_lt(CudaEngine *en, int s, Err *e)
+static bool run_lt(CudaEngine *en, int s, const LtStep *L, int algo, Err *e)
 {
     const CuGemm *cg = &en->gemm[s];
-    const LtStep *L = &en->lts[s];
     float one = 1, zero = 0;
     void *D = dptr(en->addr[L->out]);
     cublasStatus_t st = en->lt->cublasLtMatmul(
         en->blt, L->desc, &one, dptr(operand_addr(en, &cg->a, &cg->pack_a, cg->ab_dt)), L->la,
         dptr(operand_addr(en, &cg->b, &cg->pack_b, cg->ab_dt)), L->lb, &zero, D, L->lc, D, L->lc,
-        &L->algo, dptr(en->workspace), L->workspace, en->stream);
+        &L->algo[algo], dptr(en->workspace), L->workspace[algo], en->stream);
     char what[100];
     snprintf(what, sizeof what, "step %d: cublasLtMatmul", s);
     return blas_ok(st, what, e);
+}
+
+/* The cuBLASLt call step s makes as configured (NULL: cuBLAS), and its algorithm. */
+static const LtStep *gemm_lt(const CudaEngine *en, int s, int *algo)
+{
+    const CudaStepConfig *c = &en->cfg[s];
+    const LtStep *fused = &en->lts[s], *plain = &en->ltp[s];
+    *algo = 0;
+    if (c->path == CUDA_GEMM_CUBLAS)
+        return NULL;
+    if (c->path == CUDA_GEMM_AUTO)
+        return fused->on ? fused : NULL;
+    const LtStep *L = fused->on && !c->separate ? fused : plain;
+    if (!L->on || c->algo >= L->nalgo)
+        return fused->on ? fused : NULL; /* not offered at these sizes: the heuristics */
+    *algo = c->algo;
+    return L;
 }
 
 /* Packs, the product (or zeros when K = 0), then the epilogue kernel unless cuBLASLt did it. */
@@ -765,7 +836,9 @@ static bool run_gemm(CudaEngine *en, int s, const SymBind *sb, Err *e)
 {
     const Gemm *g = &en->p->step[s].gemm;
     const CuGemm *cg = &en->gemm[s];
-    bool lt = en->lts[s].on, ok = true;
+    int algo;
+    const LtStep *L = gemm_lt(en, s, &algo);
+    bool lt = L != NULL, fused = L && L != &en->ltp[s], ok = true;
     if (cg->empty)
         ok = true;
     else if (cg->zero)
@@ -774,10 +847,10 @@ static bool run_gemm(CudaEngine *en, int s, const SymBind *sb, Err *e)
                                            en->stream), "cuMemsetD8Async (C of a GEMM with K = 0)", e);
     else
         ok = run_pack(en, &cg->pack_a, cg->ab_dt, e) && run_pack(en, &cg->pack_b, cg->ab_dt, e) &&
-             (lt ? run_lt(en, s, e) : run_cublas(en, s, e));
+             (lt ? run_lt(en, s, L, algo, e) : run_cublas(en, s, e));
     en->stats.gemm_lt += lt;
     en->stats.gemm_cublas += !lt;
-    return ok && (lt || g->epilogue < 0 || launch(en, g->epilogue, sb, e));
+    return ok && (fused || g->epilogue < 0 || launch(en, g->epilogue, s, sb, e));
 }
 
 static bool run_steps(CudaEngine *en, const SymBind *sb, Err *e)
@@ -788,7 +861,7 @@ static bool run_steps(CudaEngine *en, const SymBind *sb, Err *e)
         if (en->ev && !cu_ok(en->cu->cuEventRecord(en->ev[s], en->stream), "cuEventRecord", e))
             return false;
         StepKind kind = p->step[s].kind;
-        bool ok = kind == STEP_KERNEL      ? launch(en, p->step[s].kernel, sb, e)
+        bool ok = kind == STEP_KERNEL      ? launch(en, p->step[s].kernel, s, sb, e)
                   : kind == STEP_ATTENTION ? launch_attention(en, s, sb, e)
                                            : run_gemm(en, s, sb, e);
         if (!ok)
@@ -829,6 +902,80 @@ static bool run_all(CudaEngine *en, const SymBind *sb, Err *e)
     return cu_ok(en->cu->cuGraphLaunch(en->exec, en->stream), "cuGraphLaunch", e);
 }
 
+/* ---------------------------------------------------------------- tuning */
+
+/* Kernel k's variants module: compiled (through the cubin cache) and loaded at first use. */
+static bool load_variants(CudaEngine *en, int k, Err *e)
+{
+    if (en->vmod[k])
+        return true;
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s.variants.cu", en->p->graph->name ? en->p->graph->name : "coil",
+             en->p->kernel[k].name);
+    CudaCompileOptions co = {.arch = en->info.arch, .cache_dir = en->o.cache_dir,
+                             .full_opt = en->o.full_opt};
+    Cubin cubin = {0};
+    char *src = cuda_variants_source(en->p, k, e);
+    bool ok = src && nvrtc_compile(src, name, &co, &cubin, e) &&
+              cu_ok(en->cu->cuModuleLoadData(&en->vmod[k], cubin.data), "cuModuleLoadData (variants)", e);
+    en->stats.nvrtc_s += cubin.seconds;
+    free(src);
+    cubin_free(&cubin);
+    return ok;
+}
+
+bool cuda_engine_configure(CudaEngine *en, int s, const CudaStepConfig *c, Err *e)
+{
+    static const CudaStepConfig heuristics = {0};
+    const Step *st = &en->p->step[s];
+    en->cfg[s] = c ? *c : heuristics;
+    if (en->exec) /* the captured graph launches the old choices */
+        en->cu->cuGraphExecDestroy(en->exec);
+    en->exec = NULL;
+    if (st->kind == STEP_GEMM && en->planned && en->cfg[s].path == CUDA_GEMM_LT)
+        prepare_plain(en, s);
+    if (st->kind != STEP_KERNEL)
+        return true;
+    int k = st->kernel;
+    en->vfn[k] = NULL;
+    if (cuda_variant_is_default(&en->cfg[s].kernel))
+        return true;
+    char name[160], what[200];
+    cuda_variant_name(&en->p->kernel[k], &en->cfg[s].kernel, name, sizeof name);
+    snprintf(what, sizeof what, "cuModuleGetFunction(%s)", name);
+    return load_variants(en, k, e) &&
+           cu_ok(en->cu->cuModuleGetFunction(&en->vfn[k], en->vmod[k], name), what, e);
+}
+
+const CudaStepConfig *cuda_engine_config(const CudaEngine *en, int s) { return &en->cfg[s]; }
+
+int cuda_engine_lt_algos(CudaEngine *en, int s, bool plain)
+{
+    if (!en->planned || en->p->step[s].kind != STEP_GEMM || !lt_eligible(en, s))
+        return 0;
+    if (plain)
+        prepare_plain(en, s);
+    const LtStep *L = plain ? &en->ltp[s] : &en->lts[s];
+    return L->on ? L->nalgo : 0;
+}
+
+bool cuda_engine_run_step(CudaEngine *en, int s, Err *e)
+{
+    const SymBind *sb = &en->plan_sb;
+    StepKind kind = en->p->step[s].kind;
+    if (!en->planned) {
+        err_set(e, ERR_USAGE, "cuda engine: run it once before running one step");
+        return false;
+    }
+    return kind == STEP_KERNEL      ? launch(en, en->p->step[s].kernel, s, sb, e)
+           : kind == STEP_ATTENTION ? launch_attention(en, s, sb, e)
+                                    : run_gemm(en, s, sb, e);
+}
+
+const SymBind *cuda_engine_symbols(const CudaEngine *en) { return en->planned ? &en->plan_sb : NULL; }
+void *cuda_engine_stream(const CudaEngine *en) { return en->stream; }
+uint64_t cuda_engine_buffer_address(const CudaEngine *en, int b) { return (uint64_t)en->addr[b]; }
+
 /* ---------------------------------------------------------------- a run */
 
 static bool upload_params(CudaEngine *en, const Tensor *params, const SymBind *sb, Err *e)
@@ -851,6 +998,18 @@ static bool upload_params(CudaEngine *en, const Tensor *params, const SymBind *s
     en->params_dirty = false;
     en->stats.param_uploads += any;
     return true;
+}
+
+/* The rng step into the syms table's reserved slot when it changed: 8 bytes on the stream
+ * before the kernels that read it, so a replayed graph draws the new step's masks too. */
+static bool upload_rng_step(CudaEngine *en, Err *e)
+{
+    if ((uint64_t)en->syms[COIL_SYM_RNG_STEP] == en->rng_step)
+        return true;
+    en->syms[COIL_SYM_RNG_STEP] = (long long)en->rng_step;
+    return cu_ok(en->cu->cuMemcpyHtoDAsync(en->syms_dev + COIL_SYM_RNG_STEP * 8,
+                                           &en->syms[COIL_SYM_RNG_STEP], 8, en->stream),
+                 "cuMemcpyHtoDAsync (the rng step)", e);
 }
 
 static bool stage_inputs(CudaEngine *en, const Tensor *inputs, const SymBind *sb, Err *e)
@@ -877,29 +1036,38 @@ static void add_step_times(CudaEngine *en)
     }
 }
 
-/* Outputs back through the staging; the run's one synchronisation, where a kernel's fault
- * surfaces. */
-static bool fetch_outputs(CudaEngine *en, Tensor *outputs, const SymBind *sb, Err *e)
+/* Outputs back through the staging (those with fetch[i]; fetch NULL: all); the run's one
+ * synchronisation, where a kernel's fault surfaces. */
+static bool fetch_outputs(CudaEngine *en, Tensor *outputs, const bool *fetch, const SymBind *sb,
+                          Err *e)
 {
     const Program *p = en->p;
-    for (int b = 0; b < p->nbuf; b++) {
-        int64_t n = p->buf[b].kind == BUF_OUTPUT ? buf_bytes(p, b, sb) : 0;
-        if (n > 0 && !cu_ok(en->cu->cuMemcpyDtoHAsync(en->staging + en->off[b], en->addr[b],
-                                                      (size_t)n, en->stream),
-                            "cuMemcpyDtoHAsync (an output)", e))
-            return false;
+    bool *want = calloc((size_t)p->nbuf + 1, sizeof *want);
+    if (!want) {
+        err_set(e, ERR_INPUT, "out of memory");
+        return false;
     }
-    CUresult r = en->cu->cuStreamSynchronize(en->stream);
-    if (r != CUDA_SUCCESS)
-        return cu_ok(r, "running the steps (rerun with CUDA_LAUNCH_BLOCKING=1 to find the step "
-                     "that faulted)", e);
-    if (en->ev)
-        add_step_times(en);
     for (int b = 0; b < p->nbuf; b++)
-        if (p->buf[b].kind == BUF_OUTPUT)
+        want[b] = p->buf[b].kind == BUF_OUTPUT && (!fetch || fetch[p->buf[b].index]);
+    bool ok = true;
+    for (int b = 0; ok && b < p->nbuf; b++) {
+        int64_t n = want[b] ? buf_bytes(p, b, sb) : 0;
+        ok = n == 0 || cu_ok(en->cu->cuMemcpyDtoHAsync(en->staging + en->off[b], en->addr[b],
+                                                       (size_t)n, en->stream),
+                             "cuMemcpyDtoHAsync (an output)", e);
+    }
+    CUresult r = ok ? en->cu->cuStreamSynchronize(en->stream) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        ok = cu_ok(r, "running the steps (rerun with CUDA_LAUNCH_BLOCKING=1 to find the step "
+                   "that faulted)", e);
+    if (ok && en->ev)
+        add_step_times(en);
+    for (int b = 0; ok && b < p->nbuf; b++)
+        if (want[b])
             memcpy(outputs[p->buf[b].index].data, en->staging + en->off[b],
                    (size_t)buf_bytes(p, b, sb));
-    return true;
+    free(want);
+    return ok;
 }
 
 bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs,
@@ -912,8 +1080,9 @@ bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
         !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
         !alloc_output_tensors(g, &sb, outputs, e))
         return false;
-    bool ok = upload_params(en, params, &sb, e) && stage_inputs(en, inputs, &sb, e) &&
-              run_all(en, &sb, e) && fetch_outputs(en, outputs, &sb, e);
+    bool ok = upload_params(en, params, &sb, e) && upload_rng_step(en, e) &&
+              stage_inputs(en, inputs, &sb, e) &&
+              run_all(en, &sb, e) && fetch_outputs(en, outputs, NULL, &sb, e);
     if (ok) {
         en->warm = true;
         return true;
@@ -922,4 +1091,87 @@ bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
     for (int i = 0; i < g->noutput; i++)
         tensor_free(&outputs[i]);
     return false;
+}
+
+/* ---------------------------------------------------------------- resident parameters */
+
+/* For work on the engine's buffers in place (the device optimizer, cuda_optim.c): its
+ * context and stream, buffer addresses, a run that leaves the parameters where they are
+ * and brings home only the outputs asked for, and the parameters' download. */
+
+void *cuda_engine_context(const CudaEngine *en) { return en->ctx; }
+
+static uint64_t buffer_addr(const CudaEngine *en, BufKind kind, int index)
+{
+    for (int b = 0; en->planned && b < en->p->nbuf; b++)
+        if (en->p->buf[b].kind == kind && en->p->buf[b].index == index)
+            return en->addr[b];
+    return 0;
+}
+
+uint64_t cuda_engine_param_addr(const CudaEngine *en, int param)
+{
+    return buffer_addr(en, BUF_PARAM, param);
+}
+
+uint64_t cuda_engine_output_addr(const CudaEngine *en, int output)
+{
+    return buffer_addr(en, BUF_OUTPUT, output);
+}
+
+/* outputs[i] for fetch[i] only: kept when its dtype and shape still fit, else made. */
+static bool alloc_fetched(const Graph *g, const SymBind *sb, Tensor *outputs, const bool *fetch,
+                          Err *e)
+{
+    for (int i = 0; i < g->noutput; i++) {
+        const Type *t = &g->node[g->output[i]].type;
+        int64_t dims[COIL_MAX_RANK];
+        bool same = outputs[i].data && outputs[i].dt == t->dt && outputs[i].rank == t->rank;
+        if (!fetch[i] || !type_resolve(t, sb, dims))
+            continue;
+        for (int d = 0; same && d < t->rank; d++)
+            same = outputs[i].shape[d] == dims[d];
+        if (same)
+            continue;
+        tensor_free(&outputs[i]);
+        if (!tensor_alloc(&outputs[i], t->dt, t->rank, dims, e))
+            return false;
+    }
+    return true;
+}
+
+bool cuda_engine_run_resident(CudaEngine *en, const Tensor *inputs, const Tensor *params,
+                              Tensor *outputs, const bool *fetch, Err *e)
+{
+    SymBind sb;
+    const Graph *g = en->p->graph;
+    if (!cu_ok(en->cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e) ||
+        !bind_inputs(g, inputs, &sb, e) || !check_param_tensors(g, params, &sb, e) ||
+        !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
+        !alloc_fetched(g, &sb, outputs, fetch, e))
+        return false;
+    /* the device's parameters are the current ones once uploaded: only a fresh block (the
+     * first run) or cuda_engine_params_changed takes the host's again */
+    bool ok = (!en->params_dirty || upload_params(en, params, &sb, e)) &&
+              upload_rng_step(en, e) && stage_inputs(en, inputs, &sb, e) &&
+              run_all(en, &sb, e) && fetch_outputs(en, outputs, fetch, &sb, e);
+    en->warm = en->warm || ok;
+    if (!ok)
+        en->cu->cuStreamSynchronize(en->stream);
+    return ok;
+}
+
+bool cuda_engine_download_params(CudaEngine *en, Tensor *params, Err *e)
+{
+    const Program *p = en->p;
+    if (!cu_ok(en->cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e))
+        return false;
+    for (int b = 0; en->planned && b < p->nbuf; b++) {
+        int64_t n = p->buf[b].kind == BUF_PARAM ? buf_bytes(p, b, &en->plan_sb) : 0;
+        if (n > 0 && !cu_ok(en->cu->cuMemcpyDtoHAsync(params[p->buf[b].index].data, en->addr[b],
+                                                      (size_t)n, en->stream),
+                            "cuMemcpyDtoHAsync (a parameter)", e))
+            return false;
+    }
+    return cu_ok(en->cu->cuStreamSynchronize(en->stream), "cuStreamSynchronize", e);
 }

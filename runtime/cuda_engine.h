@@ -7,6 +7,7 @@
 #ifndef COIL_RUNTIME_CUDA_ENGINE_H
 #define COIL_RUNTIME_CUDA_ENGINE_H
 
+#include "codegen/cuda/cuda.h"
 #include "runtime/engine.h"
 
 /* ---------------------------------------------------------------- the device */
@@ -66,6 +67,8 @@ void cuda_engine_free(CudaEngine *en);
 bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
                      Tensor *outputs, Err *e);
 void cuda_engine_params_changed(CudaEngine *en);
+/* engine_set_rng_step's twin: the rng step from the next run on (0 until set). */
+void cuda_engine_set_rng_step(CudaEngine *en, uint64_t step);
 
 /* The memory plan at the latest run's sizes (the device arena holds its temporaries);
  * NULL before a run has got that far. */
@@ -90,8 +93,58 @@ CudaEngineStats cuda_engine_stats(const CudaEngine *en);
  * run so far; NULL without. */
 const double *cuda_engine_step_seconds(const CudaEngine *en);
 
+/* ---------------------------------------------------------------- tuning */
+
+/* A step's configuration, what the GPU autotuner (runtime/tune_cuda.c) varies. A kernel
+ * step: its launch (codegen/cuda's CudaKernelConfig: threads, items per thread, waves). A
+ * GEMM step: the heuristics (cuBLASLt's first algorithm with the epilogue when it can take
+ * it, else cuBLAS and the epilogue kernel), cuBLAS, or cuBLASLt's algorithm `algo` of its
+ * heuristic's list, with the epilogue fused (when it can) or `separate`, a kernel. */
+typedef enum CudaGemmPath { CUDA_GEMM_AUTO, CUDA_GEMM_CUBLAS, CUDA_GEMM_LT } CudaGemmPath;
+typedef struct CudaStepConfig {
+    CudaKernelConfig kernel;
+    CudaGemmPath path;
+    int algo;
+    bool separate;
+} CudaStepConfig;
+
+/* Step s configured (NULL: the heuristics). A kernel variant is compiled (NVRTC, through
+ * the cubin cache: all of that kernel's variants at once) the first time one is asked for.
+ * A captured CUDA graph is dropped: the next run captures the new choices. A cuBLASLt
+ * algorithm its heuristic does not offer at the run's sizes falls back to the heuristics. */
+bool cuda_engine_configure(CudaEngine *en, int s, const CudaStepConfig *c, Err *e);
+const CudaStepConfig *cuda_engine_config(const CudaEngine *en, int s);
+/* How many algorithms cuBLASLt's heuristic offers GEMM step s at the latest run's sizes,
+ * with its epilogue fused (plain false) or plain (its epilogue a kernel); 0: cuBLASLt does
+ * not take it (batched, K = 0, an epilogue it lacks, or it declined). */
+int cuda_engine_lt_algos(CudaEngine *en, int s, bool plain);
+/* Step s enqueued on the engine's stream at the latest run's sizes, on the buffers as
+ * they are (no synchronisation). */
+bool cuda_engine_run_step(CudaEngine *en, int s, Err *e);
+const SymBind *cuda_engine_symbols(const CudaEngine *en); /* NULL before a run */
+void *cuda_engine_stream(const CudaEngine *en);            /* the CUstream */
+uint64_t cuda_engine_buffer_address(const CudaEngine *en, int b); /* a CUdeviceptr */
+
 /* The CUDA C++ the engine compiles: cuda_source(p) and the engine's helper kernels
  * (coil_pack, the dense copy of a GEMM operand); malloc'd. */
 char *cuda_engine_source(const Program *p, Err *e);
+
+/* ---------------------------------------------------------------- resident parameters */
+
+/* For work on the engine's buffers in place (the device optimizer, cuda_optim.h), on
+ * cuda_engine_stream. The context (a CUcontext) the engine runs in. */
+void *cuda_engine_context(const CudaEngine *en);
+/* Device address (a CUdeviceptr) of parameter i (graph_params order) or output i at the
+ * latest run's plan; 0 before a run has planned, or when the program has no such buffer. */
+uint64_t cuda_engine_param_addr(const CudaEngine *en, int param);
+uint64_t cuda_engine_output_addr(const CudaEngine *en, int output);
+/* cuda_engine_run for training on the device: parameters are uploaded only while the
+ * device has none (the first run; after cuda_engine_params_changed), never because the
+ * host's tensors moved, so what the device did to them stays; outputs[i] are brought home
+ * only where fetch[i] (kept when their shape fits, else allocated), the others untouched. */
+bool cuda_engine_run_resident(CudaEngine *en, const Tensor *inputs, const Tensor *params,
+                              Tensor *outputs, const bool *fetch, Err *e);
+/* The device's parameters into params' data (of the run's shapes): checkpoints. */
+bool cuda_engine_download_params(CudaEngine *en, Tensor *params, Err *e);
 
 #endif

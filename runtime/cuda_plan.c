@@ -21,14 +21,16 @@ bool cuda_arch_name(int major, int minor, char *buf, size_t n)
     return true;
 }
 
-CudaLaunch cuda_launch_dims(const Kernel *k, const SymBind *sb, int sms)
+CudaLaunch cuda_launch_dims(const Kernel *k, const SymBind *sb, int sms, const CudaKernelConfig *c)
 {
     int64_t points = 1;
     for (int d = 0; d < k->nouter; d++)
         points *= dim_value(k->size[d], sb);
-    int64_t cap = (int64_t)(sms > 0 ? sms : 1) * CUDA_WAVES;
-    int64_t want = cuda_shape(k) == CUDA_ROWS ? points : (points + CUDA_BLOCK - 1) / CUDA_BLOCK;
-    return (CudaLaunch){want < cap ? want : cap, CUDA_BLOCK};
+    int threads = c && c->threads ? c->threads : CUDA_BLOCK;
+    int64_t per_block = (int64_t)threads * (c && c->items > 1 ? c->items : 1);
+    int64_t cap = (int64_t)(sms > 0 ? sms : 1) * (c && c->waves ? c->waves : CUDA_WAVES);
+    int64_t want = cuda_shape(k) == CUDA_ROWS ? points : (points + per_block - 1) / per_block;
+    return (CudaLaunch){want < cap ? want : cap, threads};
 }
 
 bool cuda_attention_dims(const Attention *a, const SymBind *sb, CudaGrid *g, Err *e)

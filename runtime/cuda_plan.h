@@ -7,6 +7,7 @@
 #ifndef COIL_RUNTIME_CUDA_PLAN_H
 #define COIL_RUNTIME_CUDA_PLAN_H
 
+#include "codegen/cuda/cuda.h"
 #include "codegen/loop.h"
 
 /* ---------------------------------------------------------------- architecture */
@@ -21,13 +22,14 @@ bool cuda_arch_name(int major, int minor, char *buf, size_t n);
 /* Blocks of CUDA_BLOCK threads a kernel is launched with: a pointwise kernel gets one
  * thread per outer point up to `sms` * CUDA_WAVES blocks (its grid-stride loop does the
  * rest); a kernel with an inner space one block per outer point (row), as many at most.
- * blocks == 0: the kernel has no points and is not launched. */
+ * blocks == 0: the kernel has no points and is not launched. A configuration c (NULL: the
+ * heuristics) changes the threads, the points per thread and the cap's waves. */
 #define CUDA_WAVES 32
 typedef struct CudaLaunch {
     int64_t blocks;
     int threads;
 } CudaLaunch;
-CudaLaunch cuda_launch_dims(const Kernel *k, const SymBind *sb, int sms);
+CudaLaunch cuda_launch_dims(const Kernel *k, const SymBind *sb, int sms, const CudaKernelConfig *c);
 
 /* An attention step's grid: x one block per batch element (its batch dims flattened), y
  * one per CUDA_ATTN_QUERIES queries, blocks of CUDA_ATTN_QUERIES threads; x or y 0 when

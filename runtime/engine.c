@@ -27,6 +27,7 @@ struct Engine {
     StepConfig *cfg;   /* per step */
     bool *heavy;       /* per step: a GEMM whose fused epilogue calls transcendental math */
     SymBind run_sb;    /* the latest run's symbols */
+    uint64_t rng_step; /* the next run's (engine_set_rng_step) */
     bool ran;          /* run_sb and bufs hold a finished run's */
     EngineStats stats;
     double *step_s;    /* per step, with profiling */
@@ -217,6 +218,8 @@ int engine_threads(const Engine *en) { return pool_threads(en->pool); }
 
 const SymBind *engine_symbols(const Engine *en) { return en->ran ? &en->run_sb : NULL; }
 
+void engine_set_rng_step(Engine *en, uint64_t step) { en->rng_step = step; }
+
 bool engine_can_tile(const Engine *en, int s)
 {
     const Step *st = &en->p->step[s];
@@ -235,7 +238,7 @@ void engine_set_buffer(Engine *en, int b, void *base) { en->bufs[b] = base; }
 /* The plan for these symbol values: the last one when they repeat, and an arena to hold it. */
 static bool ensure_plan(Engine *en, const SymBind *sb, Err *e)
 {
-    if (en->planned && memcmp(&en->plan_sb, sb, sizeof *sb) == 0)
+    if (en->planned && sym_same_sizes(&en->plan_sb, sb))
         return true;
     plan_free(&en->plan);
     en->planned = false;
@@ -389,6 +392,7 @@ bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *
         !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
         !reuse_output_tensors(g, &sb, outputs, e))
         return false;
+    sb.val[COIL_SYM_RNG_STEP] = (int64_t)en->rng_step;
     bind_buffers(en, inputs, params, outputs);
     en->ran = false;
     if (run_steps(en, &sb, e)) {

@@ -39,6 +39,9 @@ void engine_free(Engine *en);
  * and parameters are checked first; errors name them ("input 'x': expected f32[B,4],
  * got f32[2,5] (dimension 1 disagrees)"). One run at a time per engine. */
 bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e);
+/* The rng step random ops draw at from the next run on (0 until set): a training step's
+ * dropout masks, read by the kernels at run time, so nothing is recompiled. */
+void engine_set_rng_step(Engine *en, uint64_t step);
 /* Step s's configuration from now on (NULL: the heuristics again); the current one. */
 void engine_configure(Engine *en, int s, const StepConfig *c);
 const StepConfig *engine_config(const Engine *en, int s);

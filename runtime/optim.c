@@ -128,31 +128,61 @@ typedef struct Pass {
     const float *g;
     float lr, scale;
     bool decay;
-    double sum;          /* the norm pass's: chunks add their parts under the lock */
+    int nparts;          /* the norm pass's: each chunk's sum and where it began, added */
+    double *part;        /* in the order of the chunks afterwards, so the norm does not */
+    int64_t *at;         /* depend on which thread finished first */
     pthread_mutex_t lock;
 } Pass;
 
 static void squares(void *ctx, int64_t begin, int64_t end)
 {
     Pass *x = ctx;
-    float part = 0; /* f32 lanes (vectorised) per chunk, the chunks summed in f64 */
+    double part = 0; /* f64: an f32 sum over a chunk of 65536 loses about 1e-5, and the
+                        GPU's optimizer (cuda_optim.h), which cannot sum in this order,
+                        agrees with an exact sum, not with that */
     for (int64_t k = begin; k < end; k++)
-        part += x->g[k] * x->g[k];
+        part += (double)x->g[k] * x->g[k];
     pthread_mutex_lock(&x->lock);
-    x->sum += part;
+    x->part[x->nparts] = part, x->at[x->nparts++] = begin;
     pthread_mutex_unlock(&x->lock);
+}
+
+/* The chunks' sums of one tensor, in the order of the chunks. */
+static double sum_in_order(Pass *x)
+{
+    double sum = 0;
+    for (int done = 0; done < x->nparts; done++) {
+        int first = done;
+        for (int i = done + 1; i < x->nparts; i++)
+            first = x->at[i] < x->at[first] ? i : first;
+        double p = x->part[first];
+        int64_t a = x->at[first];
+        x->part[first] = x->part[done], x->at[first] = x->at[done];
+        x->part[done] = p, x->at[done] = a;
+        sum += p;
+    }
+    x->nparts = 0;
+    return sum;
 }
 
 static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
 {
-    Pass x = {.o = o};
+    size_t most = (size_t)pool_threads(o->pool) + 1;
+    Pass x = {.o = o, .part = malloc(most * sizeof *x.part), .at = malloc(most * sizeof *x.at)};
+    if (!x.part || !x.at) {
+        free(x.part), free(x.at);
+        return NAN; /* the step is skipped, as for an overflow */
+    }
     pthread_mutex_init(&x.lock, NULL);
+    double sum = 0;
     for (int i = 0; i < o->n; i++) {
         x.g = grads[i].data;
         pool_parallel_for(o->pool, tensor_numel(&grads[i]), CHUNK, squares, &x);
+        sum += sum_in_order(&x);
     }
     pthread_mutex_destroy(&x.lock);
-    return sqrt(x.sum) * scale;
+    free(x.part), free(x.at);
+    return sqrt(sum) * scale;
 }
 
 /* The update of elements [begin, end) of one tensor: p, its gradient g (times scale),
@@ -201,9 +231,9 @@ double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad
     if (o->c.clip > 0 && norm > o->c.clip)
         scale *= o->c.clip / norm;
     for (int i = 0; i < o->n; i++) {
-        Pass x = {o, params[i].data, has_m(o) ? o->m[i].data : NULL,
-                  has_v(o) ? o->v[i].data : NULL, grads[i].data, (float)lr, (float)scale,
-                  o->decay[i], 0, PTHREAD_MUTEX_INITIALIZER};
+        Pass x = {.o = o, .p = params[i].data, .m = has_m(o) ? o->m[i].data : NULL,
+                  .v = has_v(o) ? o->v[i].data : NULL, .g = grads[i].data, .lr = (float)lr,
+                  .scale = (float)scale, .decay = o->decay[i]};
         pool_parallel_for(o->pool, tensor_numel(&params[i]), CHUNK, update, &x);
     }
     o->steps++;
@@ -231,3 +261,7 @@ int64_t optim_state_bytes(const Optimizer *o)
     return n;
 }
 void optim_set_steps(Optimizer *o, int64_t steps) { o->steps = steps; }
+
+const OptConfig *optim_config(const Optimizer *o) { return &o->c; }
+
+bool optim_decays(const Optimizer *o, int i) { return o->decay[i]; }

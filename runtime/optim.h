@@ -48,5 +48,9 @@ Tensor *optim_state(Optimizer *o, int i, const char **name);
 int64_t optim_steps(const Optimizer *o);
 int64_t optim_state_bytes(const Optimizer *o);
 void optim_set_steps(Optimizer *o, int64_t steps);
+/* What the device optimizer (cuda_optim.h) mirrors: the configuration, and whether
+ * parameter i (graph_params order) takes weight decay. */
+const OptConfig *optim_config(const Optimizer *o);
+bool optim_decays(const Optimizer *o, int i);
 
 #endif

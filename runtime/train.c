@@ -8,6 +8,7 @@
 
 #include "include/coil/coil.h"
 #include "passes/passes.h"
+#include "runtime/cuda_optim.h"
 #include "runtime/data.h"
 #include "runtime/init.h"
 #include "runtime/npy.h"
@@ -83,7 +84,9 @@ typedef struct Run {
     Tensor *inputs, *params, *outputs, *accum;
     bool *given;
     int nparam, targets_at, tokens_at;
-    Optimizer *opt;
+    Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
+    CudaOptim *dev;      /* on a GPU: the update where the parameters and gradients are */
+    bool *fetch;         /* on a GPU: the outputs brought home (the loss, not gradients) */
     Loader *loader;
     int col_input[8];    /* arrays mode: the graph input each array feeds */
     int scale_at;        /* f16: the input "loss_scale", else -1 */
@@ -119,6 +122,8 @@ static void run_free(Run *r)
     for (int i = 0; r->joint && r->outputs && i < r->joint->noutput; i++)
         tensor_free(&r->outputs[i]);
     free(r->inputs), free(r->params), free(r->outputs), free(r->accum), free(r->given);
+    free(r->fetch);
+    cuda_optim_free(r->dev);
     optim_free(r->opt);
     loader_free(r->loader);
     compiled_free(r->c);
@@ -180,6 +185,28 @@ Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb,
     return out;
 }
 
+/* On a GPU the parameters, gradients and optimizer state stay there: the update runs on
+ * the device (cuda_optim.h), only the loss comes home each micro-batch, and parameters and
+ * state cross only for checkpoints. The gradients are outputs 1.. (autodiff's order). */
+static bool on_device(Run *r, Err *e)
+{
+    r->fetch = calloc((size_t)r->joint->noutput + 1, sizeof *r->fetch);
+    if (!r->fetch) {
+        err_set(e, ERR_INPUT, "out of memory");
+        return false;
+    }
+    r->fetch[0] = true;
+    r->dev = cuda_optim_new(r->c->cu, r->opt, r->params, r->nparam, 1, r->o->accum > 1, e);
+    return r->dev != NULL;
+}
+
+/* The device's parameters and optimizer state into the host's tensors (checkpoints). */
+static bool to_host(Run *r, Err *e)
+{
+    return !r->dev || (cuda_engine_download_params(r->c->cu, r->params, e) &&
+                       cuda_optim_download(r->dev, r->opt, e));
+}
+
 /* The joint graph, compiled, with parameters and sizes. */
 static bool setup(Run *r, const Graph *model, Err *e)
 {
@@ -210,7 +237,7 @@ static bool setup(Run *r, const Graph *model, Err *e)
     return ok &&
            (o->weights ? safetensors_bind(g, o->weights, r->params, e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
-           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL;
+           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && (!r->c->cu || on_device(r, e));
 }
 
 /* ---------------------------------------------------------------- checkpoints */
@@ -230,7 +257,8 @@ static bool checkpoint_path(const char *dir, const char *file, char *buf, size_t
 static bool save_checkpoint(Run *r, Err *e)
 {
     char path[4096], step[32], pos[32], seed[32];
-    if (!checkpoint_path(r->o->save, "checkpoint.safetensors", path, sizeof path, e))
+    if (!checkpoint_path(r->o->save, "checkpoint.safetensors", path, sizeof path, e) ||
+        !to_host(r, e))
         return false;
     int ns = optim_state_count(r->opt), n = r->nparam + ns;
     const char **names = calloc((size_t)n + 1, sizeof *names);
@@ -307,6 +335,7 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
         r->step = strtoll(step, NULL, 10);
         *data_pos = strtoull(pos, NULL, 10);
         optim_set_steps(r->opt, r->step);
+        ok = !r->dev || cuda_optim_upload(r->dev, r->opt, e); /* parameters: with the first run */
     }
     free(ids);
     safetensors_free(&f);
@@ -316,7 +345,9 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
 /* ---------------------------------------------------------------- the loop */
 
 /* One micro-batch: inputs (from the loader or synthetic), the joint graph run (into last
- * step's output tensors, reused), its loss. */
+ * step's output tensors, reused), its loss. `draw` counts micro-batches from the start
+ * (step * accum + m) and is also the rng step: each micro-batch gets its own dropout masks,
+ * the backward the forward's, and a resumed run the ones it would have drawn. */
 static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
 {
     const Graph *g = r->joint;
@@ -334,7 +365,11 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
         if (ok)
             *(float *)s->data = (float)r->scale;
     }
-    ok = ok && compiled_run(r->c, r->inputs, r->params, r->outputs, e);
+    if (ok)
+        compiled_set_rng_step(r->c, draw);
+    ok = ok && (r->dev ? cuda_engine_run_resident(r->c->cu, r->inputs, r->params, r->outputs,
+                                                  r->fetch, e) && compiled_tune(r->c, e)
+                       : compiled_run(r->c, r->inputs, r->params, r->outputs, e));
     if (ok)
         *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0) / r->scale;
     return ok;
@@ -343,6 +378,8 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
 /* grads summed over the step's micro-batches (the outputs after the loss). */
 static bool add_grads(Run *r, bool first, Err *e)
 {
+    if (r->dev)
+        return cuda_optim_accumulate(r->dev, first, e);
     for (int i = 0; i < r->nparam; i++) {
         Tensor *g = &r->outputs[1 + i];
         if (first) {
@@ -416,6 +453,16 @@ static void adjust_scale(Run *r, bool finite)
         r->scale *= 2, r->good = 0;
 }
 
+/* The optimizer step; *norm: the gradient's global norm (not finite: skipped). */
+static bool update(Run *r, double grad_scale, double lr, double *norm, Err *e)
+{
+    if (r->dev)
+        return cuda_optim_step(r->dev, grad_scale, lr, e) && cuda_optim_finish(r->dev, norm, e);
+    const Tensor *grads = r->o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
+    *norm = optim_step(r->opt, r->params, grads, grad_scale, lr);
+    return true;
+}
+
 static bool step_once(Run *r, TrainResult *res, Err *e)
 {
     const TrainOptions *o = r->o;
@@ -426,12 +473,10 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
             return false;
         sum += loss;
     }
-    double lr = lr_at(&o->lr, r->step);
-    const Tensor *grads = o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
-    double norm = optim_step(r->opt, r->params, grads, 1.0 / ((double)o->accum * r->scale), lr);
+    double lr = lr_at(&o->lr, r->step), norm;
+    if (!update(r, 1.0 / ((double)o->accum * r->scale), lr, &norm, e))
+        return false;
     res->skipped += !isfinite(norm);
-    if (r->c->cu) /* the update happened on the host: the GPU's copy is stale */
-        cuda_engine_params_changed(r->c->cu);
     adjust_scale(r, isfinite(norm));
     res->loss_scale = r->scale;
     r->step++;

@@ -4,22 +4,14 @@
 #ifndef COIL_RUNTIME_TUNE_CPU_H
 #define COIL_RUNTIME_TUNE_CPU_H
 
-#include "codegen/autotune/cache.h"
-#include "codegen/autotune/report.h"
+#include "codegen/autotune/steps.h"
 #include "runtime/engine.h"
-
-typedef struct TuneCpuOptions {
-    TuneCache *cache;   /* choices read and written here; NULL: none */
-    bool measure;       /* false: only the cache's choices (a miss keeps the heuristic) */
-    bool progress;      /* a progress bar on stderr */
-    TuneReport *report; /* every kernel's result (NULL: none) */
-    TuneBudget budget;  /* zero: 5 runs, 10 ms of timed runs at least, 200 at most */
-} TuneCpuOptions;
 
 /* Tune the engine's steps at the sizes of its latest run (engine_run first; the steps
  * then run once more, in order, so each is measured on the values it really reads).
- * Identical steps (same loop IR up to buffer names, same sizes) are tuned once. */
-bool tune_cpu(Engine *en, const Program *p, const TuneCpuOptions *o, Err *e);
+ * Identical steps (same loop IR up to buffer names, same sizes) are tuned once. A zero
+ * budget: 5 runs, 10 ms of timed runs at least, 200 at most. */
+bool tune_cpu(Engine *en, const Program *p, const TuneOptions *o, Err *e);
 
 /* This machine as the cache keys it: the CPU model, a hash of its feature flags, the
  * engine's thread count. */

@@ -2,7 +2,6 @@
  * what the kernels prefer is compiled alone, as it is and padded (passes/pad.c), and timed
  * at the tuning sizes; it is padded in the model only where padding measured faster,
  * copies of its operands included. The decision is cached like a kernel's. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +10,7 @@
 #include "runtime/compiled.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
+#include "runtime/tune_cuda.h"
 
 typedef struct Probe {
     Compiled *c[2];      /* as it is, padded */
@@ -48,13 +48,24 @@ static Graph *probe_graph(const Graph *g, int node, Err *e)
     return NULL;
 }
 
+/* The GPU time of c's steps so far (its engine times each with events), 0 on the CPU. */
+static double gpu_seconds(const Compiled *c)
+{
+    const double *t = c->cu ? compiled_step_seconds(c) : NULL;
+    double sum = 0;
+    for (int s = 0; t && s < c->p->nstep; s++)
+        sum += t[s];
+    return sum;
+}
+
 /* Run candidate `at` once, timed; its output stays in p->out[at] (the engine writes the
- * last run's tensor again, so no run allocates). */
+ * last run's tensor again, so no run allocates). On a GPU the time is the steps' on the
+ * device, not the copies of the probe's inputs and output across PCIe. */
 static bool probe_run(Probe *p, int at, double *seconds, Err *e)
 {
-    double t0 = clock_seconds();
+    double t0 = clock_seconds(), g0 = gpu_seconds(p->c[at]);
     bool ok = compiled_run(p->c[at], p->in, NULL, &p->out[at], e);
-    *seconds = clock_seconds() - t0;
+    *seconds = p->c[at]->cu ? gpu_seconds(p->c[at]) - g0 : clock_seconds() - t0;
     return ok;
 }
 
@@ -72,16 +83,8 @@ static bool probe_timed(void *ctx, int i, double *seconds, Err *e)
 
 static bool same_values(const Tensor *a, const Tensor *b)
 {
-    int64_t n = tensor_numel(a);
-    if (n != tensor_numel(b))
-        return false;
-    double big = 0;
-    for (int64_t i = 0; i < n; i++)
-        big = fmax(big, fabs(dtype_load(b->dt, b->data, i)));
-    for (int64_t i = 0; i < n; i++)
-        if (!(fabs(dtype_load(a->dt, a->data, i) - dtype_load(b->dt, b->data, i)) <= 1e-4 * big))
-            return false;
-    return true;
+    return tensor_numel(a) == tensor_numel(b) && a->dt == b->dt &&
+           tune_agrees(a->dt, a->data, b->data, (size_t)tensor_numel(a) * dtype_info[a->dt].size);
 }
 
 static TuneStatus probe_measure(void *ctx, const TunePoint *pt, double *seconds, Err *e)
@@ -108,7 +111,9 @@ static void probe_free(Probe *p)
 static bool probe_make(Probe *p, const Graph *g, int node, const SymBind *sb, int multiple,
                        const CompileOptions *o, Err *e)
 {
-    CompileOptions plain = {.threads = o->threads, .cpu = o->cpu};
+    CompileOptions plain = {.threads = o->threads, .cpu = o->cpu, .device = o->device,
+                            .cuda = o->cuda};
+    plain.profile = true; /* on a GPU, its time from the engine's events (probe_run) */
     Graph *alone = probe_graph(g, node, e);
     Graph *padded = alone ? pass_pad_gemm(alone, multiple, NULL, NULL, e) : NULL;
     bool given[2] = {false, false};
@@ -146,6 +151,20 @@ static void pad_key(const Graph *g, int node, const SymBind *sb, const char *dev
     }
     snprintf(key, n, "%s|coil %s|%016llx", device, coil_version(),
              (unsigned long long)tune_hash(text));
+}
+
+/* The device as the cache keys it: the CPU and threads, or the GPU (as tune_cuda does). */
+static bool pad_device(const CompileOptions *o, char *buf, size_t n, Err *e)
+{
+    if (!(o->device && strcmp(o->device, "cuda") == 0)) {
+        tune_cpu_device(buf, n, o->threads > 0 ? o->threads : pool_default_threads());
+        return true;
+    }
+    CudaDeviceInfo d;
+    if (!cuda_device_query(o->cuda.device, &d, e))
+        return false;
+    tune_cuda_device(&d, buf, n);
+    return true;
 }
 
 /* Whether to pad matmul `node`: the cache's answer, else measured. */
@@ -197,13 +216,18 @@ static bool want_marked(void *ctx, const Graph *g, int node)
 
 bool tune_pad(Graph **g, const SymBind *sb, int multiple, const CompileOptions *o, Err *e)
 {
+    char device[160];
+    if (!pad_device(o, device, sizeof device, e))
+        return false;
     const char *path = o->tune_cache ? o->tune_cache : tune_cache_default_path();
-    TuneCache *cache = path ? tune_cache_open(path, e) : NULL;
+    if (!path) {
+        err_set(e, ERR_USAGE, "max-autotune: no cache file (set COIL_CACHE_DIR or HOME)");
+        return false;
+    }
+    TuneCache *cache = tune_cache_open(path, e);
     if (path != o->tune_cache)
         free((char *)path);
     bool *pad = calloc((size_t)(*g)->nnode + 1, sizeof *pad), any = false, measured = false;
-    char device[160];
-    tune_cpu_device(device, sizeof device, o->threads > 0 ? o->threads : pool_default_threads());
     bool ok = cache && pad;
     for (int i = 0; ok && i < (*g)->nnode; i++) {
         int64_t n, k, np, kp;

@@ -46,9 +46,8 @@ int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv)
         rc = parse_count(cmd, "--threads", a->threads, pool_default_threads(), &threads);
     if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
-    if (rc == EXIT_OK && !a->help && (rc = check_device(cmd, a)) == EXIT_OK && device_is_cuda(a))
-        rc = usage_error(cmd, "--device cuda: the GPU's candidates are not tuned in this version "
-                         "(only the CPU's are); see the README");
+    if (rc == EXIT_OK && !a->help)
+        rc = check_device(cmd, a);
     if (rc != EXIT_OK || a->help)
         return rc != EXIT_OK ? rc : help(cmd);
     Err e = {0};

@@ -194,7 +194,7 @@ static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
     f->compile_s = clock_seconds() - t0;
     bool ok = c && graph_flops(r->g, &r->sb, &f->flops, e) && time_runs(c, r, f, e);
     f->mode = co.mode;
-    if (ok && c->en && co.mode == MODE_MAX_AUTOTUNE)
+    if (ok && co.mode == MODE_MAX_AUTOTUNE)
         ok = time_default(c, r, f, e);
     const MemoryPlan *mp = ok ? compiled_plan(c) : NULL;
     if (ok && c->cu) {

@@ -35,7 +35,7 @@ struct Args {
     const char *model;
     bool help, interp, params, train, all, no_fusion, json, blas, profile, graphs, tf32;
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
-        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report;
+        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report, *rng_step;
     List input, set, dim; /* "NAME=VALUE" strings */
 };
 

@@ -212,6 +212,8 @@ static const Command commands[] = {
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout is active, its masks drawn from\n"
      "                         the seed (default: inference, dropout is the identity)\n"
+     "  --rng-step N           the rng step random ops draw at (default 0): dropout's masks\n"
+     "                         as coil train's micro-batch N draws them (step x accum + m)\n"
      "  --threads N            threads for kernels and GEMMs (default: one per CPU)\n"
      "  --no-fusion            one kernel per op, no GEMM epilogues (for comparison)\n"
      "  --blas                 GEMMs on OpenBLAS instead of coil's generated kernels\n"
@@ -276,7 +278,7 @@ static const Command commands[] = {
      "                         ~/.cache/coil/autotune.json)\n"
      "  --seed N               seed of the random inputs and parameters\n"
      "  --no-fusion            tune the unfused program\n"
-     "  --device cpu           (cuda: not tuned in this version; refused)\n"},
+     "  --device cpu|cuda      where to tune (cuda: cuBLASLt algorithms, launch shapes)\n"},
     {"train", cmd_train, "train a model on the CPU: autodiff, a fused optimizer, checkpoints",
      "usage: coil train MODEL [options]\n"
      "\n"
@@ -287,10 +289,12 @@ static const Command commands[] = {
      "parameter in one fused pass. Batches come from a token file (--data: --token-bytes\n"
      "1, 2 or 4 per token, nanoGPT's .bin files are 2; any text file is a character-level\n"
      "corpus at 1) sampled by a loader thread, or are random (--synthetic, the default\n"
-     "without --data). Dropout is off (the model's inference form). A line per --log-every\n"
-     "steps: step, loss, learning rate, gradient norm, tokens/s, GFLOP/s, MFU and HFU (the\n"
-     "joint graph's FLOPs against the CPU's measured FMA peak; equal until recomputation\n"
-     "exists), planned memory.\n"
+     "without --data). Dropout is active: micro-batch n (step x --accum + m) draws its masks\n"
+     "from --seed and n, new each micro-batch, the same in its backward, the same again\n"
+     "when resumed (--set dropout_p=0 turns a model's dropout off where its config has\n"
+     "it). A line per --log-every steps: step, loss, learning rate, gradient norm,\n"
+     "tokens/s, GFLOP/s, MFU and HFU (the joint graph's FLOPs against the CPU's measured\n"
+     "FMA peak; equal until recomputation exists), planned memory.\n"
      "\n"
      "options:\n"
      "  --loss cross_entropy   train the first output against targets\n"
@@ -315,7 +319,7 @@ static const Command commands[] = {
      "                         optimizer state, step, data position; written atomically\n"
      "  --resume               continue from --save DIR's checkpoint (bit-identical)\n"
      "  --weights FILE         initial parameters from safetensors\n"
-     "  --seed N               initializers, synthetic batches and the data sampler\n"
+     "  --seed N               initializers, synthetic batches, the data sampler, dropout\n"
      "  --threads N            threads (default: one per CPU)\n"
      "  --mode MODE            as for run (max-autotune tunes the joint graph)\n"
      "  --precision P          f32 (default); bf16 or f16: matmuls read operands cast to\n"
@@ -435,7 +439,9 @@ static void print_modes(FILE *f)
                "                   of each size (GEMM blockings, OpenBLAS, fused or separate\n"
                "                   epilogues, thread splits; padding of odd GEMM shapes), the\n"
                "                   fastest correct one kept and cached per device, so the next\n"
-               "                   compile measures nothing. CPU only in this version.\n");
+               "                   compile measures nothing. On a GPU: cuBLASLt's heuristic\n"
+               "                   algorithms, cuBLAS, fused or separate epilogues, threads\n"
+               "                   and points per thread of every kernel, CUDA graphs.\n");
 }
 
 static void print_usage(FILE *f)

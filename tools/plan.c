@@ -92,6 +92,7 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
     o.opt.momentum = o.opt.kind == OPT_SGD ? 0.9 : 0;
     o.compile = compile_options(a, (int)threads);
     Err e = {0};
+    a->train = true; /* the graph coil train builds: dropout active */
     Graph *g = load_model(a, 0, &e);
     TrainPlan p;
     bool ok = g && train_plan(g, &o, limit, &p, &e);

@@ -93,7 +93,8 @@ static bool write_outputs(const Graph *g, const Tensor *outputs, const char *dir
     return true;
 }
 
-static bool evaluate(const Prepared *r, const Args *a, int threads, Outcome *o, Err *e)
+static bool evaluate(const Prepared *r, const Args *a, int threads, uint64_t step, Outcome *o,
+                     Err *e)
 {
     if (a->interp && r->package) {
         err_set(e, ERR_USAGE, "--interp: %s is a compiled package; interpret its model file",
@@ -102,7 +103,7 @@ static bool evaluate(const Prepared *r, const Args *a, int threads, Outcome *o, 
     }
     double t0 = clock_seconds();
     if (a->interp) {
-        bool ok = interp_run(r->g, r->inputs, r->params, o->outputs, &o->flops, e);
+        bool ok = interp_run_at(r->g, step, r->inputs, r->params, o->outputs, &o->flops, e);
         o->seconds = clock_seconds() - t0;
         return ok;
     }
@@ -112,6 +113,7 @@ static bool evaluate(const Prepared *r, const Args *a, int threads, Outcome *o, 
     if (!c)
         return false;
     o->c = c;
+    compiled_set_rng_step(c, step);
     t0 = clock_seconds();
     bool ok = compiled_run(c, r->inputs, r->params, o->outputs, e);
     o->seconds = clock_seconds() - t0;
@@ -129,15 +131,18 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
         {"--blas", .on = &a->blas},     {"--device", .value = &a->device},
         {"--cuda-graphs", .on = &a->graphs}, {"--allow-tf32", .on = &a->tf32},
         {"--mode", .value = &a->mode},  {"--cache", .value = &a->cache},
+        {"--rng-step", .value = &a->rng_step},
     };
     SymSize sizes[argc + 1];
-    uint64_t seed = 0;
+    uint64_t seed = 0, step = 0;
     int64_t threads;
     int rc = parse_args(cmd, flags, sizeof flags / sizeof flags[0], argc, argv, a);
     if (rc == EXIT_OK && !a->help)
         rc = check_model_args(cmd, a, sizes);
     if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
+    if (rc == EXIT_OK && !a->help && a->rng_step && !parse_u64(a->rng_step, &step))
+        rc = usage_error(cmd, "--rng-step %s: expected a non-negative integer", a->rng_step);
     if (rc == EXIT_OK && !a->help)
         rc = parse_count(cmd, "--threads", a->threads, 0, &threads);
     if (rc == EXIT_OK && !a->help)
@@ -149,7 +154,7 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
     Outcome o = {0};
     bool ok = prepare(&r, a, sizes, a->dim.n, seed, &e) &&
               (o.outputs = calloc((size_t)r.g->noutput + 1, sizeof(Tensor))) &&
-              evaluate(&r, a, (int)threads, &o, &e) &&
+              evaluate(&r, a, (int)threads, step, &o, &e) &&
               (!a->out || write_outputs(r.g, o.outputs, a->out, &e));
     if (ok) {
         print_outputs(r.g, o.outputs);

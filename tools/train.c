@@ -131,6 +131,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     }
     o.array_names = (const char *const *)names, o.array_files = files, o.narray = a->input.n;
     Err e = {0};
+    a->train = true; /* dropout active; train_run gives each micro-batch its rng step */
     Graph *g = load_model(a, seed, &e);
     TrainResult res;
     bool ok = g && train_run(g, &o, &res, &e);

@@ -1,4 +1,5 @@
 /* tuner.c — coordinate descent over a TuneSpace, and the timing of one candidate. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,19 @@ bool tune_descend(const TuneSpace *sp, TuneMeasureFn measure, void *ctx, int max
     return true;
 }
 
+void tune_knob(TuneSpace *sp, int k, const char *name, int needs, int needs_at)
+{
+    sp->knob[k] = (TuneKnob){.name = name, .needs = needs, .needs_at = needs_at};
+    sp->nknob = sp->nknob > k + 1 ? sp->nknob : k + 1;
+}
+
+void tune_add_value(TuneSpace *sp, int k, int64_t v, const char *label)
+{
+    TuneKnob *kn = &sp->knob[k];
+    if (kn->n < TUNE_MAX_VALUES)
+        kn->label[kn->n] = label, kn->value[kn->n++] = v;
+}
+
 void tune_result_free(TuneResult *r)
 {
     free(r->trial);
@@ -224,4 +238,27 @@ uint64_t tune_hash(const char *s)
     for (; *s; s++)
         h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
     return h;
+}
+
+/* Relative to the reference's largest finite magnitude: candidates sum in other orders. */
+#define TOL_F32 1e-4
+#define TOL_HALF 2e-2
+
+bool tune_agrees(DType dt, const void *got, const void *want, size_t bytes)
+{
+    int64_t n = (int64_t)(bytes / dtype_info[dt].size);
+    if (!dtype_info[dt].is_float)
+        return memcmp(got, want, bytes) == 0;
+    double big = 0, tol = dt == DT_F32 ? TOL_F32 : TOL_HALF;
+    for (int64_t i = 0; i < n; i++) {
+        double v = fabs(dtype_load(dt, want, i));
+        big = v > big && v < INFINITY ? v : big;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double a = dtype_load(dt, got, i), b = dtype_load(dt, want, i);
+        bool same = isnan(a) ? isnan(b) : isinf(b) ? a == b : fabs(a - b) <= tol * big + 1e-30;
+        if (!same)
+            return false;
+    }
+    return true;
 }

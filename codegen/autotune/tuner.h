@@ -51,6 +51,12 @@ typedef struct TuneResult {
     int ntrial;
 } TuneResult;
 
+/* Building a space: knob k named, relevant while knob `needs` is at index needs_at (-1:
+ * always), its values cleared; then its values appended, the default first (label NULL:
+ * the number prints). */
+void tune_knob(TuneSpace *sp, int k, const char *name, int needs, int needs_at);
+void tune_add_value(TuneSpace *sp, int k, int64_t v, const char *label);
+
 /* Knob k's value at pt. */
 static inline int64_t tune_value(const TuneSpace *sp, const TunePoint *pt, int k)
 {
@@ -82,6 +88,11 @@ typedef struct TuneBudget {
     double min_seconds;
 } TuneBudget;
 bool tune_time(TuneRunFn run, void *ctx, const TuneBudget *b, double *median, Err *e);
+
+/* Whether a candidate's result (got) agrees with the default's (want), bytes of dtype dt:
+ * floats within 1e-4 (f32) or 2e-2 (f16, bf16) of the reference's largest magnitude, NaN
+ * and infinities where the reference has them; integers exactly. */
+bool tune_agrees(DType dt, const void *got, const void *want, size_t bytes);
 
 /* FNV-1a 64 of a string, for cache keys. */
 uint64_t tune_hash(const char *s);

@@ -441,7 +441,8 @@ LLVMValueRef expr_emit(Fn *f, int id)
     case LX_SELECT: return LLVMBuildSelect(g->b, f->val[x->a], f->val[x->b], f->val[x->c], "");
     case LX_CAST: return expr_convert(g, f->val[x->a], f->k->lx[x->a].dt, x->dt);
     case LX_RAND:
-        return expr_round(g, math_rand(g, (uint64_t)x->i, (uint64_t)x->j, f->val[x->a]), x->dt);
+        return expr_round(g, math_rand(g, (uint64_t)x->i, (uint64_t)x->j, f->val[x->a], f->val[x->b]),
+                          x->dt);
     case LX_ACC: return f->acc[x->i];
     default: return gen_fail(g, f->name, "expression %d has unknown kind %d", id, x->kind);
     }

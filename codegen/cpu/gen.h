@@ -146,7 +146,8 @@ LLVMValueRef mem_store(Gen *g, DType dt, LLVMValueRef base, LLVMValueRef idx, LL
 LLVMValueRef math_unary(Gen *g, int op, LLVMValueRef x);
 /* C's powf of two f32 values. */
 LLVMValueRef math_pow(Gen *g, LLVMValueRef a, LLVMValueRef b);
-/* philox_uniform(seed, offset, index) as an f32; index is an i64. */
-LLVMValueRef math_rand(Gen *g, uint64_t seed, uint64_t offset, LLVMValueRef index);
+/* philox_uniform_step(seed, step, offset, index) as an f32; index and step are i64. */
+LLVMValueRef math_rand(Gen *g, uint64_t seed, uint64_t offset, LLVMValueRef index,
+                       LLVMValueRef step);
 
 #endif

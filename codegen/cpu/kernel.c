@@ -170,7 +170,7 @@ static bool types_agree(Fn *f, const Lx *x)
     case LX_IDIV: case LX_IMOD: return x->a >= 0 && x->b >= 0 && a == DT_I64 && b == DT_I64 && x->dt == DT_I64;
     case LX_SELECT: return x->c >= 0 && a == DT_BOOL && b == x->dt && lx[x->c].dt == x->dt;
     case LX_CAST: return x->a >= 0;
-    case LX_RAND: return x->a >= 0 && a == DT_I64 && dtype_info[x->dt].is_float;
+    case LX_RAND: return x->a >= 0 && x->b >= 0 && a == DT_I64 && b == DT_I64 && dtype_info[x->dt].is_float;
     case LX_ACC: return x->dt == f->k->stmt[x->i].acc_dt;
     default: return true;
     }
@@ -192,7 +192,7 @@ static bool check_lx(Fn *f, int id)
         return bad(f, "expression %d loads buffer %d, out of range", id, (int)x->i);
     if (x->kind == LX_ACC && (x->i < 0 || x->i >= k->nstmt || k->stmt[x->i].kind != ST_REDUCE))
         return bad(f, "expression %d reads accumulator %d, which is no reduction", id, (int)x->i);
-    if (x->kind == LX_SYM && (x->i < 0 || x->i >= COIL_MAX_SYMS))
+    if (x->kind == LX_SYM && (x->i < 0 || x->i >= COIL_SYM_SLOTS))
         return bad(f, "expression %d is symbol %d, out of range", id, (int)x->i);
     if (!types_agree(f, x))
         return bad(f, "expression %d (kind %d): its operands' dtypes do not fit", id, x->kind);

@@ -445,7 +445,7 @@ static const MathFn math_fns[OP_COUNT] = {
 static LLVMValueRef math_fn(Gen *g, const char *name, MathBody body, int n, LLVMTypeRef ret,
                             LLVMTypeRef arg)
 {
-    LLVMTypeRef args[2] = {arg, arg};
+    LLVMTypeRef args[3] = {arg, arg, arg};
     LLVMTypeRef type = LLVMFunctionType(ret, args, (unsigned)n, 0);
     LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
     if (fn)
@@ -459,7 +459,7 @@ static LLVMValueRef math_fn(Gen *g, const char *name, MathBody body, int n, LLVM
     }
     M m = {g, LLVMCreateBuilderInContext(g->ctx)};
     LLVMPositionBuilderAtEnd(m.b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
-    LLVMValueRef params[2];
+    LLVMValueRef params[3];
     for (int i = 0; i < n; i++)
         params[i] = LLVMGetParam(fn, (unsigned)i);
     LLVMBuildRet(m.b, body(&m, params));
@@ -514,7 +514,8 @@ LLVMValueRef math_pow(Gen *g, LLVMValueRef a, LLVMValueRef b)
 
 /* ---------------------------------------------------------------- Philox4x32-10 */
 
-/* ir/rng.c's rounds in i32 and i64 arithmetic (the 32x32->64 products vectorise). */
+/* ir/rng.c's rounds in i32 and i64 arithmetic (the 32x32->64 products vectorise);
+ * a: seed, counter, rng step. */
 static LLVMValueRef m_philox(M *m, LLVMValueRef *a)
 {
     LLVMBuilderRef b = m->b;
@@ -522,7 +523,8 @@ static LLVMValueRef m_philox(M *m, LLVMValueRef *a)
     LLVMValueRef k32 = LLVMConstInt(g->i64, 32, 0);
     LLVMValueRef c[4] = {LLVMBuildTrunc(b, a[1], g->i32, ""),
                          LLVMBuildTrunc(b, LLVMBuildLShr(b, a[1], k32, ""), g->i32, ""),
-                         KI(m, 0), KI(m, 0)};
+                         LLVMBuildTrunc(b, a[2], g->i32, ""),
+                         LLVMBuildTrunc(b, LLVMBuildLShr(b, a[2], k32, ""), g->i32, "")};
     LLVMValueRef k[2] = {LLVMBuildTrunc(b, a[0], g->i32, ""),
                          LLVMBuildTrunc(b, LLVMBuildLShr(b, a[0], k32, ""), g->i32, "")};
     for (int round = 0; round < 10; round++) {
@@ -545,10 +547,11 @@ static LLVMValueRef m_philox(M *m, LLVMValueRef *a)
     return mul(m, LLVMBuildSIToFP(b, bits, g->f32, ""), K(m, 0x1p-24));
 }
 
-LLVMValueRef math_rand(Gen *g, uint64_t seed, uint64_t offset, LLVMValueRef index)
+LLVMValueRef math_rand(Gen *g, uint64_t seed, uint64_t offset, LLVMValueRef index,
+                       LLVMValueRef step)
 {
-    LLVMValueRef fn = math_fn(g, "coil.philox", m_philox, 2, g->f32, g->i64);
+    LLVMValueRef fn = math_fn(g, "coil.philox", m_philox, 3, g->f32, g->i64);
     LLVMValueRef ctr = LLVMBuildAdd(g->b, index, LLVMConstInt(g->i64, offset, 0), "");
-    LLVMValueRef args[2] = {LLVMConstInt(g->i64, seed, 0), ctr};
-    return call(g, fn, args, 2);
+    LLVMValueRef args[3] = {LLVMConstInt(g->i64, seed, 0), ctr, step};
+    return call(g, fn, args, 3);
 }

@@ -19,6 +19,29 @@ typedef enum CudaShape { CUDA_POINTWISE, CUDA_ROWS } CudaShape;
 /* The block size a kernel of this shape is compiled for (its __launch_bounds__). */
 #define CUDA_BLOCK 256
 
+/* A kernel's launch configuration, what the GPU autotuner varies: threads per block (the
+ * kernel's __launch_bounds__); for a pointwise kernel the outer points each thread takes
+ * per pass of its grid-stride loop (unrolled, a block's threads on consecutive points for
+ * each, so loads stay coalesced and a thread has `items` independent chains in flight);
+ * and the grid's cap, in blocks per streaming multiprocessor. Zeros: the heuristics
+ * (CUDA_BLOCK threads, 1 item, CUDA_WAVES). */
+typedef struct CudaKernelConfig {
+    int threads, items, waves;
+} CudaKernelConfig;
+
+/* The compiled variants: every (threads, items) pair of these (items only for pointwise
+ * kernels) but the default, each a kernel of its own, "<name>__t<threads>_i<items>". */
+#define CUDA_VARIANT_THREADS {128, 256, 512, 1024}
+#define CUDA_VARIANT_ITEMS {1, 2, 4}
+void cuda_variant_name(const Kernel *k, const CudaKernelConfig *c, char *buf, size_t n);
+/* Whether c names a compiled variant other than the default (threads and items). */
+bool cuda_variant_is_default(const CudaKernelConfig *c);
+/* Kernel k's variants as one source (the prelude first), malloc'd: the autotuner's
+ * candidates, compiled once per kernel when first tried, and cached like every cubin. */
+char *cuda_variants_source(const Program *p, int k, Err *e);
+/* The same with the names prefixed and the prelude optional (cuda_source_part's way). */
+char *cuda_variants_part(const Program *p, int k, const char *prefix, bool prelude, Err *e);
+
 /* An attention step s is `coil_attention_<s>` (same signature): one thread per query,
  * CUDA_ATTN_QUERIES queries per block, one batch element per grid.x (batch dims flattened,
  * row-major: grid.x allows 2^31 - 1 of them), grid.y = ceil(Tq / CUDA_ATTN_QUERIES) (at
@@ -45,6 +68,9 @@ typedef struct CudaCompileOptions {
     bool full_opt;         /* NVRTC's full optimisation (max-autotune); else, where NVRTC
                               has it (12.8 on), --Ofast-compile=min: GPT-2's 61 kernels
                               compile in 1.9 s instead of 6.2 on a 2-core host */
+    bool no_fmad;          /* --fmad=false: every multiply and add rounded on its own, as
+                              the host's C rounds them (the device optimizer, which must
+                              agree with runtime/optim.c's update to the last bit) */
 } CudaCompileOptions;
 
 typedef struct Cubin {

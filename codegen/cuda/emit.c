@@ -16,6 +16,8 @@
 typedef struct Emit {
     Text t;
     const char *prefix; /* before every kernel's name */
+    CudaKernelConfig cfg; /* the kernel being written: its threads and items */
+    const char *suffix; /* after its name (a variant's) */
     const Program *p;
     const Kernel *k;
     bool *need;  /* per expression: used by the scope being written */
@@ -206,8 +208,8 @@ static void emit_value(Emit *em, int id)
     case LX_SELECT: put(em, "(e%d ? e%d : e%d)", x->a, x->b, x->c); break;
     case LX_CAST: emit_cast(em, x->dt, em->k->lx[x->a].dt, x->a); break;
     case LX_RAND:
-        put(em, "coil_rand(%lluULL, %lluULL, e%d)", (unsigned long long)x->i,
-            (unsigned long long)x->j, x->a);
+        put(em, "coil_rand(%lluULL, %lluULL, e%d, (coil_u64)e%d)", (unsigned long long)x->i,
+            (unsigned long long)x->j, x->a, x->b);
         break;
     case LX_ACC: emit_acc(em, x); break;
     default: put(em, "0"); break;
@@ -311,8 +313,9 @@ static void split_index(Emit *em, const char *flat, int first, int n)
 static void emit_header(Emit *em)
 {
     const Kernel *k = em->k;
-    put(em, "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(void *const *__restrict__ "
-        "coil_bufs, const long long *__restrict__ coil_syms)\n{\n", CUDA_BLOCK, em->prefix, k->name);
+    put(em, "extern \"C\" __global__ void __launch_bounds__(%d) %s%s%s(void *const *__restrict__ "
+        "coil_bufs, const long long *__restrict__ coil_syms)\n{\n", em->cfg.threads, em->prefix,
+        k->name, em->suffix);
     bool *used = calloc((size_t)em->p->nbuf + 1, sizeof *used);
     for (int id = 0; used && id < k->nlx; id++)
         if (k->lx[id].kind == LX_LOAD)
@@ -342,16 +345,30 @@ static void put_product(Emit *em, int first, int n)
         put(em, " * n%d", d);
 }
 
+/* One outer point per thread and pass of a grid-stride loop; with items > 1 a thread takes
+ * that many per pass, a block's threads on consecutive points for each (coalesced). */
 static void emit_pointwise(Emit *em)
 {
     const Kernel *k = em->k;
     put(em, "  const long long coil_total = ");
     put_product(em, 0, k->nouter);
-    put(em, ";\n  for (long long coil_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
-        "coil_i < coil_total; coil_i += (long long)gridDim.x * blockDim.x) {\n");
+    if (em->cfg.items <= 1) {
+        put(em, ";\n  for (long long coil_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+            "coil_i < coil_total; coil_i += (long long)gridDim.x * blockDim.x) {\n");
+        split_index(em, "coil_i", 0, k->nouter);
+        emit_stmts(em, k->after);
+        put(em, "  }\n");
+        return;
+    }
+    put(em, ";\n  for (long long coil_b = (long long)blockIdx.x * blockDim.x * %d + threadIdx.x; "
+        "coil_b < coil_total; coil_b += (long long)gridDim.x * blockDim.x * %d) {\n"
+        "#pragma unroll\n"
+        "  for (int coil_u = 0; coil_u < %d; coil_u++) {\n"
+        "    const long long coil_i = coil_b + (long long)coil_u * blockDim.x;\n"
+        "    if (coil_i >= coil_total) break;\n", em->cfg.items, em->cfg.items, em->cfg.items);
     split_index(em, "coil_i", 0, k->nouter);
     emit_stmts(em, k->after);
-    put(em, "  }\n");
+    put(em, "  }\n  }\n");
 }
 
 /* Each phase: the block strides over the inner space, then combines its accumulators. */
@@ -407,9 +424,10 @@ static void emit_rows(Emit *em)
     put(em, "    __syncthreads();\n  }\n");
 }
 
-static void emit_kernel(Emit *em, int k)
+static void emit_kernel(Emit *em, int k, CudaKernelConfig cfg, const char *suffix)
 {
     em->k = &em->p->kernel[k];
+    em->cfg = cfg, em->suffix = suffix;
     emit_header(em);
     if (cuda_shape(em->k) == CUDA_ROWS)
         emit_rows(em);
@@ -538,7 +556,7 @@ static void emit_attention(Emit *em, int s)
 
 char *cuda_source(const Program *p, Err *e) { return cuda_source_part(p, "", true, e); }
 
-char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *e)
+static Emit emit_begin(const Program *p, const char *prefix, bool prelude, Err *e)
 {
     int most = 1;
     for (int k = 0; k < p->nkernel; k++)
@@ -548,14 +566,58 @@ char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *
         p->nkernel);
     if (prelude)
         put(&em, "%s", cuda_prelude);
-    for (int k = 0; em.need && k < p->nkernel; k++)
-        emit_kernel(&em, k);
-    for (int s = 0; em.need && s < p->nstep; s++)
-        if (p->step[s].kind == STEP_ATTENTION)
-            emit_attention(&em, s);
-    free(em.need);
-    char *src = em.need ? text_take(&em.t) : (free(text_take(&em.t)), NULL);
+    return em;
+}
+
+static char *emit_end(Emit *em, Err *e)
+{
+    free(em->need);
+    char *src = em->need ? text_take(&em->t) : (free(text_take(&em->t)), NULL);
     if (!src)
         err_set(e, ERR_INPUT, "cuda: out of memory writing the kernels' source");
     return src;
+}
+
+char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *e)
+{
+    Emit em = emit_begin(p, prefix, prelude, e);
+    for (int k = 0; em.need && k < p->nkernel; k++)
+        emit_kernel(&em, k, (CudaKernelConfig){CUDA_BLOCK, 1, 0}, "");
+    for (int s = 0; em.need && s < p->nstep; s++)
+        if (p->step[s].kind == STEP_ATTENTION)
+            emit_attention(&em, s);
+    return emit_end(&em, e);
+}
+
+bool cuda_variant_is_default(const CudaKernelConfig *c)
+{
+    return (c->threads == 0 || c->threads == CUDA_BLOCK) && c->items <= 1;
+}
+
+void cuda_variant_name(const Kernel *k, const CudaKernelConfig *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s__t%d_i%d", k->name, c->threads ? c->threads : CUDA_BLOCK,
+             c->items > 1 ? c->items : 1);
+}
+
+char *cuda_variants_source(const Program *p, int k, Err *e)
+{
+    return cuda_variants_part(p, k, "", true, e);
+}
+
+char *cuda_variants_part(const Program *p, int k, const char *prefix, bool prelude, Err *e)
+{
+    static const int threads[] = CUDA_VARIANT_THREADS, items[] = CUDA_VARIANT_ITEMS;
+    int nitems = cuda_shape(&p->kernel[k]) == CUDA_POINTWISE ? (int)(sizeof items / sizeof *items) : 1;
+    Emit em = emit_begin(p, prefix, prelude, e);
+    for (size_t t = 0; em.need && t < sizeof threads / sizeof *threads; t++)
+        for (int i = 0; em.need && i < nitems; i++) {
+            CudaKernelConfig c = {threads[t], items[i], 0};
+            if (cuda_variant_is_default(&c))
+                continue;
+            char name[128];
+            cuda_variant_name(&p->kernel[k], &c, name, sizeof name);
+            emit_kernel(&em, k, c, name + strlen(p->kernel[k].name));
+        }
+    return emit_end(&em, e);
 }

@@ -216,7 +216,7 @@ static void options(const CudaCompileOptions *o, char *arch, size_t n, const cha
     opts[0] = arch;
     opts[1] = "--std=c++17";
     opts[2] = "-default-device";
-    opts[3] = "--fmad=true";
+    opts[3] = o->no_fmad ? "--fmad=false" : "--fmad=true";
     *nopt = 4;
     /* ptxas's most expensive optimisations off unless asked for: three times faster, and
      * the fused kernels are memory-bound; an NVRTC before 12.8 does not know the flag */

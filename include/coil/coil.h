@@ -192,6 +192,12 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
 bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_tensor *outputs,
               int noutputs, coil_error *err);
 
+/* The rng step of the coil_run calls after this one (0 until set). In training mode each
+ * dropout draws its mask from (seed, its offset, the step): give each training step its
+ * own step for a new mask, the same step for the same mask (a forward and its backward).
+ * Nothing is recompiled; step 0 draws what earlier versions of coil drew. */
+bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err);
+
 #ifdef __cplusplus
 }
 #endif

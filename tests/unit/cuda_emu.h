@@ -61,6 +61,7 @@ inline unsigned __umulhi(unsigned a, unsigned b)
 {
     return (unsigned)(((unsigned long long)a * b) >> 32);
 }
+using std::isfinite;
 using std::isnan;
 using std::signbit;
 

@@ -388,6 +388,41 @@ static void test_training(void)
     CHECK(memcmp(got[0], got[2], sizeof got[0]) != 0);
 }
 
+/* Each rng step draws its own mask, the same one compiled or interpreted and again when
+ * the step comes back; nothing is recompiled between them. */
+static void test_rng_step(void)
+{
+    static const char text[] = "graph @d(%x: f32[2,64]) -> (y: f32[2,64]) {\n"
+                               "  %y = dropout %x {p=0.5, seed=3} : f32[2,64]\n"
+                               "  return %y\n"
+                               "}\n";
+    float x[128], got[4][128];
+    for (int i = 0; i < 128; i++)
+        x[i] = 1;
+    coil_tensor in = tensor_f32(2, (int64_t[]){2, 64}, x);
+    static const uint64_t steps[4] = {0, 1, 0, 1}; /* the last interpreted */
+    coil_error err;
+    coil_model *m = coil_load_text("d.cir", text, sizeof text - 1, NULL, &err);
+    coil_model *mi = coil_load_text("d.cir", text, sizeof text - 1,
+                                    &(coil_options){.interpret = true}, &err);
+    CHECK_OK(m && mi, err);
+    for (int k = 0; m && mi && k < 4; k++) {
+        coil_model *run = k == 3 ? mi : m;
+        coil_tensor out;
+        CHECK_OK(coil_set_rng_step(run, steps[k], &err), err);
+        CHECK_OK(coil_run(run, &in, 1, &out, 1, &err), err);
+        memcpy(got[k], out.data ? out.data : (float[128]){0}, sizeof got[k]);
+        coil_tensor_free(&out);
+    }
+    CHECK(memcmp(got[0], got[1], sizeof got[0]) != 0);
+    CHECK(memcmp(got[0], got[2], sizeof got[0]) == 0);
+    CHECK(memcmp(got[1], got[3], sizeof got[0]) == 0);
+    CHECK(!coil_set_rng_step(NULL, 1, &err));
+    CHECK_ERR(err, COIL_ERR_USAGE, "coil_set_rng_step: the model is NULL");
+    coil_free(m);
+    coil_free(mi);
+}
+
 /* ---------------------------------------------------------------- closed forms */
 
 static const char affine_cir[] =
@@ -685,6 +720,7 @@ int main(void)
     test_tiny_coil();
     test_overrides();
     test_training();
+    test_rng_step();
     test_affine_text();
     test_coil_text();
     test_params();

@@ -60,6 +60,17 @@ static void test_philox(void)
     double u = philox_uniform(0, 0, 0);
     CHECK(u == (double)(0x6627e8d5u >> 8) * 0x1p-24);
     CHECK(philox_uniform(7, 5, 3) == philox_uniform(7, 8, 0));
+    /* the rng step is counter words 2 and 3: the third vector, its counter split into
+     * (index, step); step 0 is philox4x32 */
+    uint32_t out[4], zero[4];
+    philox4x32_step(0x299f31d0a4093822ull, 0x85a308d3243f6a88ull, 0x0370734413198a2eull, out);
+    CHECK(memcmp(out, kat[2] + 6, sizeof out) == 0);
+    philox4x32_step(0, 0, 0, zero);
+    CHECK(memcmp(zero, kat[0] + 6, sizeof zero) == 0);
+    CHECK(philox_uniform_step(0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a80ull,
+                              8) == (double)(0xd16cfe09u >> 8) * 0x1p-24);
+    CHECK(philox_uniform_step(7, 0, 5, 3) == philox_uniform(7, 5, 3));
+    CHECK(philox_uniform_step(7, 1, 5, 3) != philox_uniform(7, 5, 3));
 }
 
 static void test_builder_errors(void)

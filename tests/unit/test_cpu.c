@@ -757,20 +757,27 @@ static void test_rand(void)
     Prog *pr = prog_new();
     int y = add_buf(pr, "y", DT_F32, dim_static(N)), yh = add_buf(pr, "yh", DT_BF16, dim_static(N));
     KB *k = &pr->kb[0];
-    int i = VAR(k, 0);
-    STORE(k, y, i, E(k, LX_RAND, DT_F32, 0, i, -1, -1, (int64_t)seed, (int64_t)offset, 0));
-    STORE(k, yh, i, E(k, LX_RAND, DT_BF16, 0, i, -1, -1, 7, 0, 0));
+    int i = VAR(k, 0), step = SYM(k, COIL_SYM_RNG_STEP);
+    STORE(k, y, i, E(k, LX_RAND, DT_F32, 0, i, step, -1, (int64_t)seed, (int64_t)offset, 0));
+    STORE(k, yh, i, E(k, LX_RAND, DT_BF16, 0, i, step, -1, 7, 0, 0));
     add_kernel(pr, 0, "rand", 1, 0, (Dim[]){dim_static(N)}, 0, NULL);
     void *bufs[MAXB] = {filled(DT_F32, N, NULL), filled(DT_BF16, N, NULL)};
     CpuModule *m = compile(&pr->p, NULL);
-    if (m) {
-        cpu_kernel(m, 0)(bufs, NULL, 0, N);
+    /* step 0 draws philox_uniform's numbers (coil's before steps); a step past 2^32 uses
+     * both of Philox's high counter words */
+    static const uint64_t steps[2] = {0, 0x500000009ull};
+    for (int s = 0; m && s < 2; s++) {
+        int64_t syms[COIL_SYM_SLOTS] = {0};
+        syms[COIL_SYM_RNG_STEP] = (int64_t)steps[s];
+        cpu_kernel(m, 0)(bufs, syms, 0, N);
         int bad = 0;
         for (int j = 0; j < N; j++) {
-            float want = (float)philox_uniform(seed, offset, (uint64_t)j);
-            double wb = dtype_round(DT_BF16, philox_uniform(7, 0, (uint64_t)j));
+            float want = (float)(s == 0 ? philox_uniform(seed, offset, (uint64_t)j)
+                                        : philox_uniform_step(seed, steps[s], offset, (uint64_t)j));
+            double wb = dtype_round(DT_BF16, philox_uniform_step(7, steps[s], 0, (uint64_t)j));
             if ((bits32(((float *)bufs[y])[j]) != bits32(want) || dtype_load(DT_BF16, bufs[yh], j) != wb) && bad++ < 3)
-                fprintf(stderr, "rand[%d] = %a, want %a\n", j, ((float *)bufs[y])[j], want);
+                fprintf(stderr, "rand[%d] at step %llu = %a, want %a\n", j,
+                        (unsigned long long)steps[s], ((float *)bufs[y])[j], want);
         }
         check_failures += bad;
     }

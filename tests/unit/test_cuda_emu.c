@@ -11,12 +11,18 @@
 
 #include "codegen/cuda/cuda.h"
 #include "codegen/lower.h"
+#include "emu_build.h"
 #include "op_cases.h"
 #include "runtime/cuda_plan.h"
 #include "runtime/gemm.h"
 
 #define MAX_CASES 256
 #define EMU_SMS 1 /* at most CUDA_WAVES blocks per launch */
+#define VARIANT_EVERY 3 /* every third case also runs the autotuner's kernel variants */
+
+/* The variants those cases run with: every kernel step at one of these (a row kernel
+ * without items), as the CUDA engine launches a tuned step. */
+static const CudaKernelConfig variant_configs[] = {{128, 4, 2}, {512, 2, 0}};
 
 typedef void (*KernelEntry)(void *const *, const long long *);
 typedef void (*LaunchFn)(KernelEntry, unsigned, unsigned, unsigned, void *const *,
@@ -43,6 +49,45 @@ static bool emu_load(Emu *u, const char *kase)
     return ok;
 }
 
+/* Cases larger than a block's threads times its items (the fixtures are smaller), so the
+ * variants' unrolled points and the grid-stride loops run more than one pass: built here
+ * from IR text, inputs drawn from a fixed sequence, the interpreter the reference. */
+static const char *const large_cases[][2] = {
+    {"large_pointwise", "graph @p(%x: f32[40,53]) -> (y: f32[40,53]) {\n"
+                        "  %t = tanh %x : f32[40,53]\n  %y = mul %t, %x : f32[40,53]\n"
+                        "  return %y\n}\n"},
+    {"large_rows", "graph @r(%x: f32[300,37]) -> (y: f32[300,37]) {\n"
+                   "  %y = softmax %x : f32[300,37]\n  return %y\n}\n"},
+    {"large_inner", "graph @i(%x: f32[5,1100]) -> (y: f32[5,1100]) {\n"
+                    "  %y = log_softmax %x : f32[5,1100]\n  return %y\n}\n"},
+};
+
+static bool emu_make(Emu *u, const char *name, const char *text)
+{
+    Err e = {0};
+    memset(u, 0, sizeof *u);
+    u->c.name = name;
+    u->c.g = ir_parse(text, strlen(text), name, &e);
+    u->c.in = u->c.g ? calloc((size_t)u->c.g->ninput + 1, sizeof *u->c.in) : NULL;
+    bool ok = u->c.in != NULL;
+    for (int i = 0; ok && i < u->c.g->ninput; i++) {
+        const Type *t = &u->c.g->node[u->c.g->input[i]].type;
+        int64_t shape[COIL_MAX_RANK];
+        for (int d = 0; d < t->rank; d++)
+            shape[d] = t->dim[d].k;
+        ok = tensor_alloc(&u->c.in[i], t->dt, t->rank, shape, &e);
+        for (int64_t j = 0; ok && j < tensor_numel(&u->c.in[i]); j++)
+            ((float *)u->c.in[i].data)[j] = (float)((j * 7919 % 1000) / 250.0 - 2.0);
+    }
+    ok = ok && (u->g = graph_copy(u->c.g, &e)) && run_passes(&u->g, pass_pipeline_cuda, &e) &&
+         (u->p = loop_lower(u->g, NULL, &e));
+    if (!ok) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        check_failures++;
+    }
+    return ok;
+}
+
 static void emu_free(Emu *u)
 {
     program_free(u->p);
@@ -50,12 +95,18 @@ static void emu_free(Emu *u)
     case_free(&u->c);
 }
 
+/* Whether case i runs the kernel variants too: every VARIANT_EVERY-th, and the large ones. */
+static bool variants_of(const Emu *u, int i)
+{
+    return i % VARIANT_EVERY == 0 || strncmp(u->c.name, "large_", 6) == 0;
+}
+
 /* ---------------------------------------------------------------- compiling */
 
 /* All cases' kernels in one unit (names prefixed f<i>_), compiled to a shared library. */
 static void *compile_all(Emu *cases, int n, const char *dir)
 {
-    char src[512], lib[512], cmd[4096];
+    char src[512], lib[512];
     snprintf(src, sizeof src, "%s/kernels.cpp", dir);
     snprintf(lib, sizeof lib, "%s/kernels.so", dir);
     FILE *f = fopen(src, "w");
@@ -70,24 +121,15 @@ static void *compile_all(Emu *cases, int n, const char *dir)
         if (part)
             fputs(part, f);
         free(part);
+        for (int k = 0; variants_of(&cases[i], i) && k < cases[i].p->nkernel; k++) {
+            part = cuda_variants_part(cases[i].p, k, prefix, false, &e);
+            if (part)
+                fputs(part, f);
+            free(part);
+        }
     }
     fclose(f);
-    char cwd[1024];
-    if (!getcwd(cwd, sizeof cwd))
-        return NULL;
-    snprintf(cmd, sizeof cmd, "c++ -std=c++20 -O1 -shared -fPIC -pthread -w -include "
-             "'%s/tests/unit/cuda_emu.h' '%s' -o '%s'", cwd, src, lib);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "the host compiler rejected the generated source: %s\n", cmd);
-        check_failures++;
-        return NULL;
-    }
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "dlopen %s: %s\n", lib, dlerror());
-        check_failures++;
-    }
-    return h;
+    return emu_build(src, lib, "the generated source");
 }
 
 /* ---------------------------------------------------------------- running */
@@ -99,6 +141,7 @@ typedef struct Run {
     const Program *p;
     void **bufs;
     SymBind sb;
+    const CudaKernelConfig *cfg; /* kernel steps' launch (NULL: the heuristics) */
 } Run;
 
 static KernelEntry entry(const Run *r, const char *name)
@@ -115,10 +158,19 @@ static KernelEntry entry(const Run *r, const char *name)
 
 /* With the engine's geometry (cuda_plan.c), on a device of EMU_SMS multiprocessors: a
  * small grid, so the kernels' grid-stride loops are exercised too. */
-static void launch_kernel(const Run *r, int k)
+static void launch_kernel(const Run *r, int k, bool step)
 {
-    CudaLaunch L = cuda_launch_dims(&r->p->kernel[k], &r->sb, EMU_SMS);
-    KernelEntry fn = entry(r, r->p->kernel[k].name);
+    const Kernel *kn = &r->p->kernel[k];
+    CudaKernelConfig c = step && r->cfg ? *r->cfg : (CudaKernelConfig){0};
+    if (cuda_shape(kn) == CUDA_ROWS)
+        c.items = 1;
+    char name[200];
+    if (cuda_variant_is_default(&c))
+        snprintf(name, sizeof name, "%s", kn->name);
+    else
+        cuda_variant_name(kn, &c, name, sizeof name);
+    CudaLaunch L = cuda_launch_dims(kn, &r->sb, EMU_SMS, &c);
+    KernelEntry fn = entry(r, name);
     if (fn && L.blocks > 0)
         r->launch(fn, (unsigned)L.blocks, 1, (unsigned)L.threads, r->bufs,
                   (const long long *)r->sb.val);
@@ -149,7 +201,7 @@ static void run_steps(Run *r, const DType *dts)
         const Step *st = &r->p->step[s];
         Err e = {0};
         if (st->kind == STEP_KERNEL)
-            launch_kernel(r, st->kernel);
+            launch_kernel(r, st->kernel, true);
         else if (st->kind == STEP_ATTENTION)
             launch_attention(r, s);
         else if (!dtype_info[dts[st->gemm.a.buf]].is_float) /* never: integer matmuls are kernels */
@@ -157,7 +209,7 @@ static void run_steps(Run *r, const DType *dts)
         else {
             gemm_reference(&st->gemm, r->bufs, dts, &r->sb, &e);
             if (st->gemm.epilogue >= 0)
-                launch_kernel(r, st->gemm.epilogue);
+                launch_kernel(r, st->gemm.epilogue, false);
         }
     }
 }
@@ -186,17 +238,20 @@ static bool bind(Run *r, const Emu *u, Tensor *out, DType *dts, Err *e)
     return true;
 }
 
-/* The emulated run against the interpreter on the same graph (attention whole). */
-static void run_case(void *lib, LaunchFn launch, int index, const Emu *u)
+/* The emulated run against the interpreter on the same graph (attention whole), both at
+ * rng step `step` (the syms table's last slot). */
+static void run_case(void *lib, LaunchFn launch, int index, const Emu *u, uint64_t step,
+                     const CudaKernelConfig *cfg)
 {
     Err e = {0};
     const Program *p = u->p;
     Tensor out[16] = {{0}}, want[16] = {{0}};
     DType *dts = calloc((size_t)p->nbuf + 1, sizeof *dts);
     Run r = {.lib = lib, .launch = launch, .index = index, .p = p,
-             .bufs = calloc((size_t)p->nbuf + 1, sizeof(void *))};
-    if (dts && r.bufs && interp_run(u->g, u->c.in, u->c.params, want, NULL, &e) &&
+             .bufs = calloc((size_t)p->nbuf + 1, sizeof(void *)), .cfg = cfg};
+    if (dts && r.bufs && interp_run_at(u->g, step, u->c.in, u->c.params, want, NULL, &e) &&
         bind(&r, u, out, dts, &e)) {
+        r.sb.val[COIL_SYM_RNG_STEP] = (int64_t)step;
         run_steps(&r, dts);
         check_against(&u->c, "CUDA C, emulated", out, want);
     } else {
@@ -210,6 +265,14 @@ static void run_case(void *lib, LaunchFn launch, int index, const Emu *u)
             free(r.bufs[b]);
     free(r.bufs);
     free(dts);
+}
+
+static bool has_random(const Graph *g)
+{
+    for (int i = 0; i < g->nnode; i++)
+        if (op_info[g->node[i].op].flags & OPF_RANDOM)
+            return true;
+    return false;
 }
 
 int main(void)
@@ -228,11 +291,22 @@ int main(void)
         else if (ncase < MAX_CASES)
             emu_free(&cases[ncase]), memset(&cases[ncase], 0, sizeof cases[ncase]);
     }
+    for (size_t i = 0; i < sizeof large_cases / sizeof *large_cases && ncase < MAX_CASES; i++)
+        ncase += emu_make(&cases[ncase], large_cases[i][0], large_cases[i][1]) ? 1 : 0;
     char dir[] = "/tmp/coil-cuda-emu-XXXXXX";
     void *lib = mkdtemp(dir) ? compile_all(cases, ncase, dir) : NULL;
     LaunchFn launch = lib ? (LaunchFn)dlsym(lib, "coil_emu_launch") : NULL;
-    for (int i = 0; launch && i < ncase; i++)
-        run_case(lib, launch, i, &cases[i]);
+    int nrandom = 0; /* cases drawing random numbers run at a step past 2^32 too */
+    int nvariant = 0;
+    for (int i = 0; launch && i < ncase; i++) {
+        run_case(lib, launch, i, &cases[i], 0, NULL);
+        for (size_t v = 0; variants_of(&cases[i], i) && v < sizeof variant_configs / sizeof *variant_configs; v++)
+            run_case(lib, launch, i, &cases[i], 0, &variant_configs[v]), nvariant++;
+        if (!has_random(cases[i].g))
+            continue;
+        run_case(lib, launch, i, &cases[i], 0x300000005ull, NULL);
+        nrandom++;
+    }
     for (int i = 0; i < ncase; i++)
         emu_free(&cases[i]);
     for (int i = 0; i < n; i++)
@@ -244,7 +318,10 @@ int main(void)
         fprintf(stderr, "could not remove %s\n", dir);
     CHECK(launch != NULL && ncase > 100);
     CHECK(attention_launches >= 5);
+    CHECK(nrandom >= 6);
+    CHECK(nvariant >= 60);
     printf("%d op fixtures: their CUDA C run emulated and checked (%d fused attention "
-           "launches)\n", ncase, attention_launches);
+           "launches; %d runs with the autotuner's kernel variants)\n", ncase, attention_launches,
+           nvariant);
     return check_status();
 }

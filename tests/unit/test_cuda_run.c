@@ -20,6 +20,7 @@
 #include "runtime/compiled.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
+#include "runtime/tune_cuda.h"
 
 /* ---------------------------------------------------------------- architecture */
 
@@ -50,7 +51,7 @@ static Kernel kernel_of(int nouter, int ninner, const Dim *size)
 
 static void check_launch(Kernel k, const SymBind *sb, int sms, int64_t blocks)
 {
-    CudaLaunch l = cuda_launch_dims(&k, sb, sms);
+    CudaLaunch l = cuda_launch_dims(&k, sb, sms, NULL);
     if (l.blocks != blocks || l.threads != CUDA_BLOCK) {
         fprintf(stderr, "launch of %d outer, %d inner dims on %d SMs: %lld blocks of %d, want "
                 "%lld of %d\n", k.nouter, k.ninner, sms, (long long)l.blocks, l.threads,
@@ -72,6 +73,16 @@ static void test_launch(void)
     check_launch(kernel_of(1, 1, (Dim[]){big, d32}), &sb, 132, 132 * CUDA_WAVES);
     check_launch(kernel_of(2, 1, (Dim[]){B, dim_static(0), d32}), &sb, 132, 0);
     check_launch(kernel_of(1, 1, (Dim[]){B, dim_static(0)}), &sb, 108, 5); /* empty rows run */
+    /* configured: threads, points per thread, the cap's waves */
+    Kernel pw = kernel_of(1, 0, (Dim[]){big}), rows = kernel_of(1, 1, (Dim[]){big, d32});
+    CudaLaunch l = cuda_launch_dims(&pw, &sb, 132, &(CudaKernelConfig){512, 4, 0});
+    CHECK(l.threads == 512 && l.blocks == (1 << 20) / 2048);
+    l = cuda_launch_dims(&pw, &sb, 132, &(CudaKernelConfig){128, 1, 8});
+    CHECK(l.threads == 128 && l.blocks == 132 * 8);
+    l = cuda_launch_dims(&rows, &sb, 132, &(CudaKernelConfig){1024, 4, 64}); /* items: pointwise only */
+    CHECK(l.threads == 1024 && l.blocks == 132 * 64);
+    l = cuda_launch_dims(&pw, &sb, 132, &(CudaKernelConfig){0});
+    CHECK(l.threads == CUDA_BLOCK && l.blocks == 4096);
 }
 
 /* ---------------------------------------------------------------- programs */
@@ -544,6 +555,88 @@ static void test_helper_source(void)
     lowered_free(&l);
 }
 
+/* ---------------------------------------------------------------- autotuning (no GPU) */
+
+/* The GPU tuner's candidates: a pointwise kernel's threads x items x waves, a row kernel's
+ * without items, a GEMM's paths and cuBLASLt algorithms, and points back as configs. */
+static void test_tune_space(void)
+{
+    Lowered l;
+    if (!lower_text(linear_text("f32", "  %y = relu %h : f32[B,32]\n  %t = softmax %y : "
+                                "f32[B,32]\n  %u = add %t, %y : f32[B,32]", "%u"), &l))
+        return;
+    const Program *p = l.p;
+    int kernels = 0, gemms = 0;
+    for (int s = 0; s < p->nstep; s++) {
+        TuneSpace sp;
+        const Step *st = &p->step[s];
+        tune_cuda_space(p, s, 3, 5, &sp);
+        if (st->kind == STEP_KERNEL) {
+            kernels++;
+            bool pointwise = cuda_shape(&p->kernel[st->kernel]) == CUDA_POINTWISE;
+            CHECK(sp.knob[0].n == 4 && sp.knob[0].value[0] == CUDA_BLOCK);
+            CHECK(sp.knob[1].n == (pointwise ? 3 : 1) && sp.knob[2].n == 5);
+            TunePoint pt = {{3, pointwise ? 2 : 0, 1}};
+            CudaStepConfig c = tune_cuda_config(&sp, &pt);
+            CHECK(c.kernel.threads == 1024 && c.kernel.items == (pointwise ? 4 : 0) &&
+                  c.kernel.waves == 4 && c.path == CUDA_GEMM_AUTO);
+            char text[128], name[128];
+            tune_point_text(&sp, &pt, text, sizeof text);
+            TunePoint back;
+            CHECK(tune_point_parse(&sp, text, &back) && memcmp(&back, &pt, sizeof pt) == 0);
+            cuda_variant_name(&p->kernel[st->kernel], &c.kernel, name, sizeof name);
+            CHECK(strstr(name, pointwise ? "__t1024_i4" : "__t1024_i1") != NULL);
+        } else if (st->kind == STEP_GEMM) {
+            gemms++;
+            CHECK(sp.knob[3].n == 3 && sp.knob[4].n == 5);           /* auto, cublas, lt x 5 */
+            CHECK(sp.knob[5].n == (st->gemm.epilogue >= 0 ? 2 : 1)); /* fused or a kernel */
+            TunePoint pt = {{0, 0, 0, 2, 4, sp.knob[5].n - 1}};
+            CudaStepConfig c = tune_cuda_config(&sp, &pt);
+            CHECK(c.path == CUDA_GEMM_LT && c.algo == 4 && c.separate == (st->gemm.epilogue >= 0));
+            tune_cuda_space(p, s, 0, 0, &sp);
+            CHECK(sp.nknob == 0); /* cuBLASLt takes nothing: cuBLAS is all there is */
+            tune_cuda_space(p, s, 0, 2, &sp);
+            pt = (TunePoint){{0, 0, 0, 2, 1, 0}};
+            CHECK(sp.knob[5].n == 1 && tune_cuda_config(&sp, &pt).separate); /* plain only */
+        }
+    }
+    CHECK(kernels >= 1 && gemms == 1);
+    lowered_free(&l);
+}
+
+/* Every kernel's variants of GPT-2 (one layer) compile under NVRTC for sm_90a. */
+static void test_variants_compile(void)
+{
+    const char *why;
+    Err e = {0};
+    ModelOptions mo = {(const char *[]){"layers=1", "vocab=512"}, 2, false, 0};
+    Graph *g = model_load("examples/gpt2.coil", &mo, &e);
+    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? loop_lower(g, NULL, &e) : NULL;
+    CHECK(p != NULL);
+    int compiled = 0;
+    for (int k = 0; p && k < p->nkernel; k++) {
+        char *src = cuda_variants_source(p, k, &e), name[160];
+        cuda_variant_name(&p->kernel[k], &(CudaKernelConfig){512, 1, 0}, name, sizeof name);
+        CHECK(src && strstr(src, name) && strstr(src, "__launch_bounds__(1024)"));
+        CHECK(!src || !strstr(src, "__launch_bounds__(256) ") ||
+              cuda_shape(&p->kernel[k]) == CUDA_POINTWISE); /* rows: 256 is the default */
+        if (src && nvrtc_available(&why)) {
+            CudaCompileOptions o = {.arch = "sm_90a", .cache_dir = ""};
+            Cubin c = {0};
+            bool ok = nvrtc_compile(src, name, &o, &c, &e);
+            CHECK(ok);
+            if (!ok)
+                fprintf(stderr, "%s\n", e.msg);
+            compiled += ok;
+            cubin_free(&c);
+        }
+        free(src);
+    }
+    printf("kernel variants: %d kernels' variants compiled by NVRTC\n", compiled);
+    program_free(p);
+    graph_free(g);
+}
+
 /* The driver's entry points resolve against the toolkit's stub, which then fails cuInit:
  * checked in a child, since the driver is opened once per process (so this runs before
  * anything in this process opens it). */
@@ -854,6 +947,34 @@ static void gpu_random(int count, uint64_t first)
     CHECK(failed == 0);
 }
 
+/* max-autotune on the GPU: results as the interpreter's, a report with measured candidates,
+ * and a second compile that takes every choice from the cache. */
+static void gpu_autotune(void)
+{
+    Model m;
+    char dir[] = "/tmp/coil-gpu-tune-XXXXXX", cache[64];
+    if (!mkdtemp(dir) || !model_make("examples/mlp.coil", (const char *[]){"layers=2"}, 1, 5, &m))
+        return;
+    snprintf(cache, sizeof cache, "%s/autotune.json", dir);
+    for (int round = 0; round < 2; round++) {
+        TuneReport rep = {0};
+        CompileOptions o = gpu_options;
+        o.mode = MODE_MAX_AUTOTUNE, o.tune_cache = cache, o.tune_report = &rep;
+        Compiled *c = model_run(&m, o, 2, round ? "max-autotune, cached" : "max-autotune", NULL);
+        int measured = 0, cached = 0;
+        for (int i = 0; i < rep.n; i++)
+            measured += rep.k[i].res.ntrial > 1, cached += rep.k[i].cached;
+        CHECK(c && rep.n > 0 && (round ? cached == rep.n && measured == 0 : measured > 0));
+        if (round == 0)
+            tune_report_table(&rep, stdout);
+        compiled_free(c);
+        tune_report_free(&rep);
+    }
+    unlink(cache);
+    rmdir(dir);
+    model_free(&m);
+}
+
 static void gpu_tests(int random_count, uint64_t first_seed)
 {
     Err e = {0};
@@ -872,6 +993,7 @@ static void gpu_tests(int random_count, uint64_t first_seed)
     gpu_example("examples/gpt2.coil", (const char *[]){"layers=1", "vocab=512"}, 2);
     gpu_lt_gelu();
     gpu_params_changed();
+    gpu_autotune();
     gpu_random(random_count, first_seed);
 }
 
@@ -888,6 +1010,8 @@ int main(int argc, char **argv)
     test_attention_dims();
     test_gemm_layouts();
     test_helper_source();
+    test_tune_space();
+    test_variants_compile();
     test_libraries();
     test_compile_device();
     const char *why;

@@ -155,6 +155,11 @@ static const Case cases[] = {
     {"dropout", 1, S23, -2, 2, b_drop, OP_DROPOUT},
 };
 
+/* Checked at rng step 3, where about half of these 32 elements' mask differs from step 0's: the
+ * backward must read the forward's mask, the one finite differences at that step see. */
+static const Case dropout_at_step = {"dropout at rng step 3", 1, {{4, 8}}, {2}, -2, 2, b_drop,
+                                     OP_DROPOUT};
+
 /* ---------------------------------------------------------------- checking */
 
 /* loss = sum(op(p...) * w), w fixed; params named p0, p1, ... */
@@ -190,11 +195,11 @@ static Graph *forward(const Case *c)
     return g;
 }
 
-static double loss_at(const Graph *g, const Tensor *params)
+static double loss_at(const Graph *g, uint64_t step, const Tensor *params)
 {
     ITensor out[1];
     Err e = {0};
-    if (!interp_run_f64(g, NULL, params, out, &e)) {
+    if (!interp_run_f64_at(g, step, NULL, params, out, &e)) {
         fprintf(stderr, "interp_run_f64: %s\n", e.msg);
         return NAN;
     }
@@ -203,7 +208,7 @@ static double loss_at(const Graph *g, const Tensor *params)
     return v;
 }
 
-static void check_case(const Case *c)
+static void check_case(const Case *c, uint64_t rng_step)
 {
     Graph *g = forward(c);
     Err e = {0};
@@ -224,7 +229,7 @@ static void check_case(const Case *c)
     }
     ITensor grads[1 + MAXP];
     CHECK(joint->noutput == 1 + c->np);
-    bool ran = interp_run_f64(joint, NULL, params, grads, &e);
+    bool ran = interp_run_f64_at(joint, rng_step, NULL, params, grads, &e);
     CHECK(ran);
     int bad = 0;
     for (int i = 0; ran && i < c->np; i++) {
@@ -232,9 +237,9 @@ static void check_case(const Case *c)
         for (int64_t k = 0; k < tensor_numel(&params[i]); k++) {
             float keep = v[k];
             v[k] = keep + (float)H;
-            double up = loss_at(g, params);
+            double up = loss_at(g, rng_step, params);
             v[k] = keep - (float)H;
-            double down = loss_at(g, params);
+            double down = loss_at(g, rng_step, params);
             v[k] = keep;
             double fd = (up - down) / (2 * H), ad = grads[1 + i].d[k];
             if (!(fabs(fd - ad) <= 1e-5 * fmax(1, fabs(fd))) && bad++ < 3)
@@ -278,7 +283,8 @@ int main(void)
 {
     srand(3);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        check_case(&cases[i]);
+        check_case(&cases[i], 0);
+    check_case(&dropout_at_step, 3);
     test_errors();
     return check_status();
 }

@@ -450,7 +450,8 @@ static void test_scalar_reduce(void)
 
 /* ---------------------------------------------------------------- values and dtypes */
 
-/* rand: element i of stream (7, 100) is philox_uniform(7, 100, i), whatever the loop. */
+/* rand: element i of stream (7, 100) at rng step s is philox_uniform_step(7, s, 100, i),
+ * whatever the loop; step 0 is philox_uniform's (what coil drew before steps). */
 static void test_rand(void)
 {
     Err err = {0};
@@ -462,13 +463,22 @@ static void test_rand(void)
     int br = add_buf(p, "r", BUF_OUTPUT, 0, DT_F32, dim_static(10));
     KB kb = add_kernel(p, "k0_rand", 2, 0, (Dim[]){dim_static(2), dim_static(5)});
     int at = x_index(&kb, 2, (int[]){0, 1}, (int64_t[]){5, 1}, 0);
-    st_store(&kb, br, at, kx(&kb, (Lx){LX_RAND, DT_F32, 0, at, -1, -1, 7, 100, 0}));
-    Tensor out;
-    if (eval(p, NULL, NULL, &out)) {
+    int step = x_sym(&kb, COIL_SYM_RNG_STEP);
+    st_store(&kb, br, at, kx(&kb, (Lx){LX_RAND, DT_F32, 0, at, step, -1, 7, 100, 0}));
+    static const uint64_t steps[2] = {0, 0x100000003ull};
+    for (int s = 0; s < 2; s++) {
+        Tensor out;
+        Err e = {0};
+        bool ok = loop_eval_at(p, steps[s], NULL, NULL, &out, &e);
+        CHECK(ok);
+        if (!ok)
+            continue;
         double want[10];
         for (int i = 0; i < 10; i++)
-            want[i] = philox_uniform(7, 100, (uint64_t)i);
+            want[i] = s == 0 ? philox_uniform(7, 100, (uint64_t)i)
+                             : philox_uniform_step(7, steps[s], 100, (uint64_t)i);
         CHECK(want[0] != want[1]);
+        CHECK(s == 0 || want[0] != philox_uniform(7, 100, 0));
         CHECK_RESULT(&out, "f32[2,5]", want, 10, 0);
     }
     program_free(p);

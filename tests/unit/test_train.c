@@ -23,15 +23,18 @@
 static const char *const tiny[] = {"layers=2", "heads=4", "hidden=64", "vocab=97", "context=16"};
 static const char *const chars[] = {"layers=2", "heads=4", "hidden=64", "vocab=256", "context=64"};
 
-static Graph *load(const char *const *set, int nset)
+/* training: dropout active (coil train's form), its streams keyed by seed 5 */
+static Graph *load_as(const char *const *set, int nset, bool training)
 {
-    ModelOptions opt = {.set = set, .nset = nset};
+    ModelOptions opt = {.set = set, .nset = nset, .training = training, .seed = 5};
     Err e = {0};
     Graph *g = model_load("examples/gpt2.coil", &opt, &e);
     if (!g)
         fprintf(stderr, "model_load: %s\n", e.msg);
     return g;
 }
+
+static Graph *load(const char *const *set, int nset) { return load_as(set, nset, false); }
 
 static Graph *joint_of(const Graph *model)
 {
@@ -206,6 +209,30 @@ static void test_learns(void)
     graph_free(g);
 }
 
+/* Dropout as coil train runs it: active (the first loss is not the inference form's on the
+ * same batches and weights), new masks each micro-batch, and the model still learns. */
+static void test_dropout(void)
+{
+    Graph *off = load(chars, 5), *on = load_as(chars, 5, true);
+    TrainOptions o = char_model(1, NULL, false);
+    o.accum = 2;
+    TrainResult a, b;
+    Err e = {0};
+    bool ok = off && on && train_run(off, &o, &a, &e);
+    o.steps = 60;
+    ok = ok && train_run(on, &o, &b, &e);
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "dropout: %s\n", e.msg);
+    else
+        printf("char-level GPT-2 with dropout 0.1, 2 micro-batches a step: loss %.3f (%.3f "
+               "without dropout) -> %.3f in %lld steps\n", b.first_loss, a.first_loss,
+               b.tail_loss, (long long)b.steps);
+    CHECK(ok && a.first_loss != b.first_loss && b.tail_loss < b.first_loss - 1);
+    graph_free(off);
+    graph_free(on);
+}
+
 static bool same_file(const char *a, const char *b)
 {
     char cmd[1024];
@@ -213,10 +240,11 @@ static bool same_file(const char *a, const char *b)
     return system(cmd) == 0;
 }
 
-/* 20 steps straight, against 10 then resumed to 20: the same checkpoint, byte for byte. */
+/* 20 steps straight, against 10 then resumed to 20: the same checkpoint, byte for byte,
+ * with dropout active (the resumed run draws the masks of the steps it resumes at). */
 static void test_resume(const char *dir)
 {
-    Graph *g = load(chars, 5);
+    Graph *g = load_as(chars, 5, true);
     char a[256], b[256], fa[300], fb[300];
     snprintf(a, sizeof a, "%s/a", dir), snprintf(b, sizeof b, "%s/b", dir);
     TrainOptions straight = char_model(20, a, false), first = char_model(10, b, false),
@@ -310,12 +338,13 @@ static void test_plan_agrees(void)
 }
 
 /* --checkpoint auto recomputes instead of keeping, and computes the same: the tiny GPT-2's
- * loss and gradients equal without it (the interpreter: the same ops on the same values,
- * bit for bit), its graph-level saved activations fall, and it trains. */
+ * loss and gradients, with dropout at rng step 7, equal without it (the interpreter: the
+ * same ops on the same values, a recomputed mask the forward's, bit for bit), its
+ * graph-level saved activations fall, and it trains. */
 static void test_remat(void)
 {
     static const SymSize sizes[2] = {{"B", 2}, {"T", 11}};
-    Graph *model = load(tiny, 5);
+    Graph *model = load_as(tiny, 5, true);
     TrainOptions o = {.loss = "cross_entropy", .steps = 3, .accum = 1, .sizes = sizes,
                       .nsizes = 2, .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2, NULL, 0},
                       .lr = {1e-3, 1e-4, 0, 0}, .compile = {.threads = 2}, .peak_gflops = 100,
@@ -345,7 +374,7 @@ static void test_remat(void)
     ok = rj && rj->noutput <= 64 && npy_read(DIR "ids.npy", &in[0], &e) &&
          npy_read(DIR "targets.npy", &in[1], &e) &&
          safetensors_bind(rj, DIR "weights.safetensors", params, &e) &&
-         interp_run(j, in, params, a, NULL, &e) && interp_run(rj, in, params, b, NULL, &e);
+         interp_run_at(j, 7, in, params, a, NULL, &e) && interp_run_at(rj, 7, in, params, b, NULL, &e);
     CHECK(ok);
     for (int i = 0; ok && i < rj->noutput; i++)
         CHECK(tensor_nbytes(&a[i]) == tensor_nbytes(&b[i]) &&
@@ -483,6 +512,7 @@ int main(void)
     test_plan_agrees();
     test_remat();
     test_mixed_precision();
+    test_dropout();
     char dir[] = "/tmp/coil-train-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     test_resume(dir);
