@@ -279,7 +279,7 @@ static const Command commands[] = {
      "  --seed N               seed of the random inputs and parameters\n"
      "  --no-fusion            tune the unfused program\n"
      "  --device cpu|cuda      where to tune (cuda: cuBLASLt algorithms, launch shapes)\n"},
-    {"train", cmd_train, "train a model on the CPU: autodiff, a fused optimizer, checkpoints",
+    {"train", cmd_train, "train a model: autodiff, a fused optimizer, checkpoints",
      "usage: coil train MODEL [options]\n"
      "\n"
      "Differentiates the model's loss (its output 'loss', or with --loss cross_entropy the\n"
@@ -326,8 +326,8 @@ static const Command commands[] = {
      "                         it, products back to f32; everything else and the master\n"
      "                         weights stay f32; f16 scales the loss dynamically\n"
      "  --loss-scale X         f16's first loss scale (default 65536)\n"
-     "  --device cpu|cuda      where the joint graph runs (cuda: the optimizer still steps on\n"
-     "                         the host and parameters are uploaded again each step)\n"
+     "  --device cpu|cuda      where the step runs (cuda: the joint graph and the optimizer,\n"
+     "                         one fused launch; parameters and state stay on the GPU)\n"
      "  --peak GFLOPS          the device's peak for MFU (a GPU's must be given)\n"
      "  --checkpoint MODE      none (keep every forward value the backward reads), auto\n"
      "                         (a minimum cut by bytes: recompute cheap ops, never matmuls)\n"
