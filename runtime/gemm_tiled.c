@@ -26,7 +26,12 @@
  * kernel's full rate, and shorter blocks measured no faster. */
 #define KC_MAX 1024
 #define DOT_MC_ROWS 128     /* dot: rows of A per macro block, K x 128 floats in L2 */
-#define BCAST_A_BYTES (512 << 10) /* bcast: the A rows of a macro block, in L2 */
+/* bcast: the A rows of a macro block, in half of L2. Each macro block packs B's panels
+ * again, so fewer, taller blocks pack less: 1 MiB against 512 KiB measured 128x1024x1024
+ * (the MLP's backward dX) 222 -> 257 GFLOP/s, 1024x3072x768 250 -> 265, 1024x768x3072
+ * 217 -> 234 at 2 threads (gemm_bench --shape M,N,K,bcast --weights 4); 1.5 MiB no
+ * better. */
+#define BCAST_A_BYTES (1024 << 10)
 #define MC_TILES_MAX 64     /* row tiles per macro block at most */
 #define NC_TILES 64         /* column tiles per macro block */
 #define SLOT_BYTES (256 << 10) /* the tiles of a macro block while k is blocked */
