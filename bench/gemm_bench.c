@@ -2,7 +2,9 @@
  * micro-kernels) against OpenBLAS (runtime/gemm.c's gemm_run) and the machine's FMA peak.
  *
  *   gemm_bench [--threads 1,2] [--seconds S] [--only NAME]   the model shapes, a row each
- *   gemm_bench --shape M,N,K[,dot|bcast[,BATCH]]      one shape (dot: B given as [N, K])
+ *   gemm_bench --shape M,N,K[,dot|bcast|wgrad[,BATCH]]  one shape (dot: B given as [N, K];
+ *                                                     wgrad: A as [K, M], B as [K, N], the
+ *                                                     weight gradient g^T x)
  *   gemm_bench --kernels [--kc N]                     the micro-kernels alone, in cache
  *   --dot MRxNR, --bcast MRxNR: other tiles than the host's; --offset A,B: A's and B's
  *   first element that many floats past a 64-byte boundary (default 0, aligned);
@@ -35,19 +37,21 @@ typedef struct Shape {
     bool dot; /* B given as B^T [N, K] (a weight), else as [K, N] */
     int qkv;  /* attention as GPT-2 lays it out: q, k, v are column slices of one [T, 3C]
                  buffer, heads its batch: 1 q@k^T, 2 p@v (p dense) */
+    bool at;  /* A given as A^T [K, M] */
 } Shape;
 
 static const Shape shapes[] = {
-    {"mlp 128x1024x1024", 1, 128, 1024, 1024, true, 0},
-    {"mlp 128x512x1024", 1, 128, 512, 1024, true, 0},
-    {"mlp 128x1000x512", 1, 128, 1000, 512, true, 0},
-    {"gpt2 qkv 1024x2304x768", 1, 1024, 2304, 768, true, 0},
-    {"gpt2 proj 1024x768x768", 1, 1024, 768, 768, true, 0},
-    {"gpt2 fc 1024x3072x768", 1, 1024, 3072, 768, true, 0},
-    {"gpt2 fc2 1024x768x3072", 1, 1024, 768, 3072, true, 0},
-    {"attn q@k^T 12x128x128x64", 12, 128, 128, 64, true, 1},
-    {"attn p@v 12x128x64x128", 12, 128, 64, 128, false, 2},
-    {"bcast 1024x768x768", 1, 1024, 768, 768, false, 0},
+    {"mlp 128x1024x1024", 1, 128, 1024, 1024, true, 0, false},
+    {"mlp 128x512x1024", 1, 128, 512, 1024, true, 0, false},
+    {"mlp 128x1000x512", 1, 128, 1000, 512, true, 0, false},
+    {"gpt2 qkv 1024x2304x768", 1, 1024, 2304, 768, true, 0, false},
+    {"gpt2 proj 1024x768x768", 1, 1024, 768, 768, true, 0, false},
+    {"gpt2 fc 1024x3072x768", 1, 1024, 3072, 768, true, 0, false},
+    {"gpt2 fc2 1024x768x3072", 1, 1024, 768, 3072, true, 0, false},
+    {"attn q@k^T 12x128x128x64", 12, 128, 128, 64, true, 1, false},
+    {"attn p@v 12x128x64x128", 12, 128, 64, 128, false, 2, false},
+    {"bcast 1024x768x768", 1, 1024, 768, 768, false, 0, false},
+    {"mlp dW 1024x1024x128", 1, 1024, 1024, 128, false, 0, true},
 };
 
 /* The machine is shared: what the other processes took of all CPUs while a row was
@@ -117,8 +121,8 @@ static Problem problem(const Shape *s, const int64_t off[2], int nweights)
     Gemm *g = &p.g;
     *g = (Gemm){.nbatch = 1, .batch = {dim_static(s->batch)}, .m = dim_static(s->m),
                 .n = dim_static(s->n), .k = dim_static(s->k), .epilogue = -1};
-    g->a = (GemmOperand){0, dim_static(off[0]), {dim_static(s->m * s->k)}, dim_static(s->k),
-                         dim_static(1)};
+    g->a = (GemmOperand){0, dim_static(off[0]), {dim_static(s->m * s->k)},
+                         dim_static(s->at ? 1 : s->k), dim_static(s->at ? s->m : 1)};
     g->b = (GemmOperand){1, dim_static(off[1]), {dim_static(s->k * s->n)},
                          dim_static(s->dot ? 1 : s->n), dim_static(s->dot ? s->k : 1)};
     g->c = (GemmOperand){2, dim_static(0), {dim_static(s->m * s->n)}, dim_static(s->n), dim_static(1)};
@@ -309,7 +313,8 @@ static bool parse_shape(const char *v, Shape *one)
     char form[8] = "dot";
     if (sscanf(v, "%lld,%lld,%lld,%7[a-z],%lld", &m, &n, &k, form, &b) < 3)
         return false;
-    *one = (Shape){"custom", b, m, n, k, strcmp(form, "bcast") != 0, 0};
+    *one = (Shape){"custom", b, m, n, k, strcmp(form, "bcast") != 0 && strcmp(form, "wgrad") != 0,
+                   0, strcmp(form, "wgrad") == 0};
     return true;
 }
 
@@ -356,7 +361,7 @@ int main(int argc, char **argv)
     if (!parse_args(argc, argv, &o)) {
         fprintf(stderr, "usage: gemm_bench [--threads 1,2] [--seconds S] [--offset A,B] [--only NAME]\n"
                         "                  [--weights W]\n"
-                        "                  [--shape M,N,K[,dot|bcast[,BATCH]]] [--dot MRxNR]"
+                        "                  [--shape M,N,K[,dot|bcast|wgrad[,BATCH]]] [--dot MRxNR]"
                         " [--bcast MRxNR] [--kernels [--kc N]]\n");
         return 2;
     }

@@ -59,6 +59,7 @@ typedef struct Job {
     const int64_t *syms;
     bool dot;                    /* the dot micro-kernel, else the broadcast one */
     Pack pack;                   /* how B's panels reach the broadcast kernel */
+    bool pack_a;                 /* broadcast form: A's row tiles copied k-major first */
     int nbatch;
     int64_t batch[COIL_MAX_RANK];
     int64_t M, N, K;
@@ -196,10 +197,12 @@ static RowTile row_tile(const Job *j, int64_t r)
     return (RowTile){j->a.base + ao + m0 * j->a.rs, j->b.base + bo, t * j->M + m0, mr};
 }
 
-/* A thread's scratch: a macro block's tiles while k is blocked (one tile otherwise), and
- * B's current panel packed k-major (kc rows of NR floats) with where it came from. */
+/* A thread's scratch: a macro block's tiles while k is blocked (one tile otherwise), B's
+ * current panel packed k-major (kc rows of NR floats) with where it came from, and with
+ * pack_a the macro block's A row tiles for the current block of k (mr x kc each,
+ * k-major). */
 typedef struct Scratch {
-    float *tiles, *panel;
+    float *tiles, *panel, *apanel;
     const float *from;
 } Scratch;
 
@@ -243,9 +246,27 @@ static void pack_panel(const Job *j, const float *from, int64_t kc, int64_t nr, 
             memcpy(dst + p * NR, from + p * rs, (size_t)nr * sizeof *dst);
 }
 
-/* One micro-kernel call: row tile rt, columns [n0, n0 + nr), k in [k0, k0 + kc). */
-static void ukernel(const Job *j, const RowTile *rt, int64_t n0, int64_t nr, int64_t k0,
-                    int64_t kc, Scratch *s, float *t)
+/* The macro block's row tiles, k in [k0, k0 + kc), into s->apanel: tile r at
+ * r * mr * kc, element (i, p) at p * mr + i. A whose k runs far apart (the transposed
+ * operand of a weight gradient, g^T x) would otherwise put every k of a row tile in one
+ * L1 set and a page of its own, once per column tile. */
+static void pack_a_tiles(const Job *j, const RowTile *rt, int64_t nrows, int64_t k0, int64_t kc,
+                         Scratch *s)
+{
+    int64_t mr = j->mr, rs = j->a.rs, cs = j->a.cs;
+    for (int64_t r = 0; r < nrows; r++) {
+        float *dst = s->apanel + r * mr * kc;
+        const float *src = rt[r].a + k0 * cs;
+        for (int64_t p = 0; p < kc; p++)
+            for (int64_t i = 0; i < mr; i++)
+                dst[p * mr + i] = i < rt[r].mr ? src[p * cs + i * rs] : 0;
+    }
+}
+
+/* One micro-kernel call: row tile rt (r of the macro block), columns [n0, n0 + nr), k in
+ * [k0, k0 + kc). */
+static void ukernel(const Job *j, const RowTile *rt, int64_t r, int64_t n0, int64_t nr,
+                    int64_t k0, int64_t kc, Scratch *s, float *t)
 {
     const float *a = rt->a + k0 * j->a.cs, *b = rt->b + k0 * j->b.rs + n0 * j->b.cs;
     if (j->dot) {
@@ -260,7 +281,10 @@ static void ukernel(const Job *j, const RowTile *rt, int64_t n0, int64_t nr, int
         }
         b = s->panel, ldb = j->nr;
     }
-    j->uk->bcast(kc, a, j->a.rs, j->a.cs, rt->mr, b, ldb, nr, t, k0 > 0);
+    if (j->pack_a)
+        j->uk->bcast(kc, s->apanel + r * j->mr * kc, 1, j->mr, rt->mr, b, ldb, nr, t, k0 > 0);
+    else
+        j->uk->bcast(kc, a, j->a.rs, j->a.cs, rt->mr, b, ldb, nr, t, k0 > 0);
 }
 
 /* A hint to fetch p's line into L2. GCC deletes a loop of __builtin_prefetch alone (it
@@ -325,6 +349,8 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
     for (int64_t k0 = 0; k0 < j->K || k0 == 0; k0 += j->kc) {
         int64_t kc = j->K - k0 < j->kc ? j->K - k0 : j->kc;
         bool last = k0 + kc >= j->K;
+        if (j->pack_a)
+            pack_a_tiles(j, rt, nrows, k0, kc, s);
         for (int64_t c = c0; c < c1; c++) {
             int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
             int64_t n1 = n0 + j->nr, nr1 = j->N - n1 < j->nr ? j->N - n1 : j->nr;
@@ -333,7 +359,7 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
                 float *t = blocked ? s->tiles + ((c - c0) * nrows + r) * tsize : s->tiles;
                 if (next)
                     prefetch_panel(next, j->b.cs, nr1, kc, r, nrows);
-                ukernel(j, &rt[r], n0, nr, k0, kc, s, t);
+                ukernel(j, &rt[r], r, n0, nr, k0, kc, s, t);
                 if (last && j->how.store_only)
                     store_tile(j, t, rt[r].row0, n0, rt[r].mr, nr);
                 else if (last)
@@ -343,25 +369,27 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
     }
 }
 
-/* Floats of scratch a thread needs: tile slots, then the panel (each 64-byte aligned). */
-static size_t scratch_floats(const Job *j, size_t *panel_at)
+/* Floats of scratch a thread needs: tile slots, the panel, A's tiles (each 64-byte
+ * aligned). */
+static size_t scratch_floats(const Job *j, size_t *panel_at, size_t *apanel_at)
 {
     size_t tiles = (size_t)(j->mr * j->nr) * (j->K > j->kc ? (size_t)(j->mc * j->nc) : 1);
     *panel_at = (tiles + 15) / 16 * 16;
-    return *panel_at + (j->pack != PACK_NONE ? (size_t)(j->kc * j->nr) : 0);
+    *apanel_at = *panel_at + (j->pack != PACK_NONE ? (size_t)(j->kc * j->nr + 15) / 16 * 16 : 0);
+    return *apanel_at + (j->pack_a ? (size_t)(j->mc * j->mr * j->kc) : 0);
 }
 
 /* Row tiles [r0, r1) x column tiles [c0, c1) in macro blocks, which never straddle two
  * batches (a packed panel then serves every row of its block). */
 static void run_range(Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 {
-    size_t panel_at, n = scratch_floats(j, &panel_at);
+    size_t panel_at, apanel_at, n = scratch_floats(j, &panel_at, &apanel_at);
     float *mem = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
     if (!mem) {
         atomic_store(&j->failed, true);
         return;
     }
-    Scratch s = {mem, mem + panel_at, NULL};
+    Scratch s = {mem, mem + panel_at, mem + apanel_at, NULL};
     for (int64_t rb = r0; rb < r1;) {
         int64_t re = rb + j->mc, batch_end = (rb / j->mtiles + 1) * j->mtiles;
         re = re < r1 ? re : r1;
@@ -400,6 +428,7 @@ static void plan_form(Job *j)
         j->pack = PACK_ROWS;
     else
         j->pack = PACK_NONE;
+    j->pack_a = !j->dot && llabs(j->a.cs) >= PACK_ROW_STRIDE && j->K > 1;
 }
 
 /* Blocks of k: the whole of K when it fits, else equal blocks (whole vectors, so only the

@@ -317,6 +317,11 @@ static void test_layouts(const Ukernels *uk, Pool *pool)
         {40, 70, 300, {0}, {.pad = 1100}, 0, {0}, false},
         {30, 1100, 1500, {0}, {0}, 0, {0}, false},
         {13, 35, 17, {0}, {.pad = 2000, .bcast = {true, false}}, 2, {2, 3}, false},
+        /* A transposed with its k far apart (a weight gradient, g^T x): A's row tiles
+         * packed, partial last tile, k blocked, batches */
+        {37, 70, 300, {.trans = true, .pad = 1000}, {0}, 0, {0}, false},
+        {29, 50, 1500, {.trans = true, .pad = 1100}, {.pad = 1100}, 0, {0}, false},
+        {13, 35, 17, {.trans = true, .pad = 1100}, {0}, 2, {2, 3}, true},
         /* batches, weights broadcast over them, A broadcast over dim 0 */
         {5, 7, 9, {0}, {.trans = true}, 2, {2, 3}, false},
         {13, 20, 17, {0}, {.trans = true, .bcast = {true, true}}, 2, {2, 3}, false},
@@ -393,6 +398,7 @@ static void test_tilings(const Ukernels *uk, Pool *pool)
         {64, 33, 1040, {0}, {.trans = true}, 0, {0}, false},
         {17, 100, 257, {0}, {0}, 0, {0}, true},
         {5, 9, 40, {0}, {.trans = true}, 1, {3}, false},
+        {37, 70, 300, {.trans = true, .pad = 1000}, {0}, 0, {0}, true},
     };
     const GemmForm forms[] = {GEMM_FORM_AUTO, GEMM_FORM_DOT, GEMM_FORM_BCAST};
     const int64_t kcs[] = {0, 16, 200}, mcs[] = {0, 1, 3};
