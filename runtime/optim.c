@@ -185,9 +185,18 @@ static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
     return sqrt(sum) * scale;
 }
 
+/* The update runs at the host's widest vectors: a clone per ISA, picked when the library
+ * loads (the build targets baseline x86-64). Element by element the same IEEE operations,
+ * so every clone gives the same bits (and no FMA contraction: ISO C, -ffp-contract=off). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
 /* The update of elements [begin, end) of one tensor: p, its gradient g (times scale),
  * state m, v. */
-static void update(void *ctx, int64_t begin, int64_t end)
+VECTOR_CLONES static void update(void *ctx, int64_t begin, int64_t end)
 {
     const Pass *x = ctx;
     const OptConfig *c = &x->o->c;
