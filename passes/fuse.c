@@ -440,10 +440,67 @@ static bool depends_only_directly(Plan *p, int grp, int m)
     return true;
 }
 
+/* The group a group is scheduled with: an epilogue runs inside its GEMM's step. */
+static int unit_of(const Fusion *f, int grp) { return f->g[grp].gemm >= 0 ? f->g[grp].gemm : grp; }
+
+/* Whether group `from` needs group `to` to have run, counting a GEMM and its epilogue as
+ * one step (the order's unit): a group that reads a GEMM's product waits for its epilogue
+ * too, so reading a product whose epilogue reads `to` is needing `to`, though no chain of
+ * nodes says so. seen: ngroup zeroed bytes; stack: ngroup ints. */
+static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
+{
+    Fusion *f = p->f;
+    int sp = 0;
+    memset(seen, 0, (size_t)f->ngroup);
+    seen[from] = 1, stack[sp++] = from;
+    while (sp) {
+        int grp = stack[--sp];
+        for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
+            const Node *n = &p->g->node[x];
+            for (int j = 0; j < n->nin; j++) {
+                int dep = f->group[through_views(p->g, f, n->in[j])];
+                if (dep < 0 || dep == grp)
+                    continue;
+                int unit = unit_of(f, dep), parts[2] = {unit, f->g[unit].epilogue};
+                for (int k = 0; k < 2; k++) {
+                    if (parts[k] == to)
+                        return true;
+                    if (parts[k] >= 0 && !seen[parts[k]])
+                        seen[parts[k]] = 1, stack[sp++] = parts[k];
+                }
+            }
+        }
+    }
+    return false;
+}
+
+/* Whether grp as GEMM gm's epilogue would close a cycle of steps: a group grp reads
+ * (other than gm's own unit) needs gm's unit, its epilogue now included (a GEMM whose
+ * operand is built from gm's product while grp also reads that GEMM's result). */
+static bool epilogue_cycles(Plan *p, int grp, int gm, char *seen, int *stack)
+{
+    Fusion *f = p->f;
+    for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
+        const Node *n = &p->g->node[x];
+        for (int j = 0; j < n->nin; j++) {
+            int dep = f->group[through_views(p->g, f, n->in[j])];
+            if (dep < 0 || dep == grp || unit_of(f, dep) == gm)
+                continue;
+            if (unit_reaches(p, unit_of(f, dep), gm, seen, stack) ||
+                (f->g[unit_of(f, dep)].epilogue >= 0 &&
+                 unit_reaches(p, f->g[unit_of(f, dep)].epilogue, gm, seen, stack)))
+                return true;
+        }
+    }
+    return false;
+}
+
 static void choose_epilogues(Plan *p, int *scratch)
 {
     Fusion *f = p->f;
-    for (int gm = 0; gm < f->ngroup; gm++) {
+    char *seen = malloc((size_t)f->ngroup + 1);
+    int *stack = malloc(((size_t)f->ngroup + 1) * 2 * sizeof *stack);
+    for (int gm = 0; seen && stack && gm < f->ngroup; gm++) {
         if (f->g[gm].kind != FUSE_GEMM || !dtype_info[f->g[gm].space.dt].is_float)
             continue; /* an integer matmul is a loop kernel, with no epilogue */
         int m = p->head[gm];
@@ -458,9 +515,13 @@ static void choose_epilogues(Plan *p, int *scratch)
                 continue;
             f->g[gm].epilogue = grp;
             G->gemm = gm;
-            break;
+            if (!epilogue_cycles(p, grp, gm, seen, stack))
+                break;
+            f->g[gm].epilogue = G->gemm = -1; /* not this one: try the next reader */
         }
     }
+    free(seen);
+    free(stack);
 }
 
 /* ---------------------------------------------------------------- horizontal fusion */
@@ -507,40 +568,6 @@ static void merge_into(Plan *p, int a, int b)
         p->head[a] = p->head[b];
     }
     p->head[b] = -1;
-}
-
-/* The group a group is scheduled with: an epilogue runs inside its GEMM's step. */
-static int unit_of(const Fusion *f, int grp) { return f->g[grp].gemm >= 0 ? f->g[grp].gemm : grp; }
-
-/* Whether group `from` needs group `to` to have run, counting a GEMM and its epilogue as
- * one step (the order's unit): a group that reads a GEMM's product waits for its epilogue
- * too, so reading a product whose epilogue reads `to` is needing `to`, though no chain of
- * nodes says so. seen: ngroup zeroed bytes; stack: ngroup ints. */
-static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
-{
-    Fusion *f = p->f;
-    int sp = 0;
-    memset(seen, 0, (size_t)f->ngroup);
-    seen[from] = 1, stack[sp++] = from;
-    while (sp) {
-        int grp = stack[--sp];
-        for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
-            const Node *n = &p->g->node[x];
-            for (int j = 0; j < n->nin; j++) {
-                int dep = f->group[through_views(p->g, f, n->in[j])];
-                if (dep < 0 || dep == grp)
-                    continue;
-                int unit = unit_of(f, dep), parts[2] = {unit, f->g[unit].epilogue};
-                for (int k = 0; k < 2; k++) {
-                    if (parts[k] == to)
-                        return true;
-                    if (parts[k] >= 0 && !seen[parts[k]])
-                        seen[parts[k]] = 1, stack[sp++] = parts[k];
-                }
-            }
-        }
-    }
-    return false;
 }
 
 /* Siblings further apart than this many nodes are not merged: the later one would run at

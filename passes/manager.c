@@ -14,6 +14,7 @@ const Pass pass_table[] = {
     {"decompose_fused", pass_decompose_fused,
      "decompose, but keep attention whole (for the CUDA backend's fused kernel)"},
     {"pad", pass_pad, "zero-pad matmul N and K to multiples of 16, slicing the result back"},
+    {"colsum", pass_colsum, "a sum over leading axes as a product with a row of ones (a GEMM)"},
     {"autodiff", pass_autodiff, "the joint graph of output 'loss' and grad.<param> of every parameter"},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
@@ -64,8 +65,8 @@ static int parse_list(const char *list, const Pass **out, int cap, Err *e)
     }
 }
 
-const char pass_pipeline[] = "verify,decompose,fold,cse,dce";
-const char pass_pipeline_cuda[] = "verify,decompose_fused,fold,cse,dce";
+const char pass_pipeline[] = "verify,decompose,colsum,fold,cse,dce";
+const char pass_pipeline_cuda[] = "verify,decompose_fused,colsum,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {

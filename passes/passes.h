@@ -50,6 +50,11 @@ typedef bool (*PadWant)(void *ctx, const Graph *g, int node);
 Graph *pass_pad_gemm(const Graph *g, int multiple, PadWant want, void *ctx, Err *e);
 /* The pass table's "pad": multiple 16, every matmul. */
 Graph *pass_pad(const Graph *g, Err *e);
+
+/* colsum.c: sum(x) over x's leading axes (f32, at least 16 kept elements, static) as
+ * ones[1, R] x x[R, C], reshaped: a GEMM streams the rows at vector width where a loop
+ * kernel would walk each column with a row's stride. */
+Graph *pass_colsum(const Graph *g, Err *e);
 /* For a caller deciding what to pad: matmul node's N and K (-1 when symbolic) and their
  * padded sizes (equal when already a multiple, or symbolic); false when node is not a
  * matmul (or multiple < 1). Any out pointer may be NULL. */
