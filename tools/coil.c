@@ -414,7 +414,7 @@ static const Command commands[] = {
      "                         plan as comments, --after=lower the loop IR\n"
      "  --all                  print the graph after every pass, each under '// after PASS'\n"
      "  --passes a,b,...       the pipeline (default: none; with --after or --all the\n"
-     "                         standard one, verify,decompose,fold,cse,dce)\n"
+     "                         standard one, verify,decompose,colsum,fold,cse,dce)\n"
      "  --format text|dot      IR text (default) or Graphviz\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout stays (else it is the identity)\n"
