@@ -35,14 +35,19 @@ typedef struct GpuRun {
     TuneBudget budget;
 } GpuRun;
 
-static bool cu_ok(const GpuRun *r, CUresult res, const char *what, Err *e)
+static bool driver_ok(const CudaDriver *cu, CUresult res, const char *what, Err *e)
 {
     if (res == CUDA_SUCCESS)
         return true;
     const char *name = NULL;
-    r->cu->cuGetErrorName(res, &name);
+    cu->cuGetErrorName(res, &name);
     err_set(e, ERR_INPUT, "autotune: %s: %s", what, name ? name : "CUDA error");
     return false;
+}
+
+static bool cu_ok(const GpuRun *r, CUresult res, const char *what, Err *e)
+{
+    return driver_ok(r->cu, res, what, e);
 }
 
 static CUdeviceptr addr(const GpuRun *r, int b)
@@ -200,12 +205,9 @@ static bool gpu_run_step(void *ctx, int s, Err *e)
 {
     const GpuTarget *t = ctx;
     const CudaDriver *cu = cuda_driver(NULL);
-    CUresult r = CUDA_SUCCESS;
-    bool ok = cuda_engine_run_step(t->en, s, e) &&
-              (r = cu->cuStreamSynchronize((CUstream)cuda_engine_stream(t->en))) == CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS)
-        err_set(e, ERR_INPUT, "autotune: step %d failed on the GPU (%d)", s, (int)r);
-    return ok;
+    return cuda_engine_run_step(t->en, s, e) &&
+           driver_ok(cu, cu->cuStreamSynchronize((CUstream)cuda_engine_stream(t->en)),
+                     "running a step again", e);
 }
 
 bool tune_cuda(CudaEngine *en, const Program *p, const TuneOptions *o, Err *e)

@@ -34,14 +34,14 @@ int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv)
         {"--no-fusion", .on = &a->no_fusion},
     };
     SymSize sizes[argc + 2];
-    int64_t threads, batch;
+    int64_t threads;
     uint64_t seed = 0;
     int rc = parse_args(cmd, flags, sizeof flags / sizeof flags[0], argc, argv, a);
     if (rc == EXIT_OK && !a->help)
         rc = check_model_args(cmd, a, sizes);
     int nsizes = a->dim.n;
-    if (rc == EXIT_OK && !a->help && (rc = parse_count(cmd, "--batch", a->batch, 2, &batch)) == EXIT_OK && a->batch)
-        sizes[nsizes++] = (SymSize){"B", batch};
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_batch(cmd, a, sizes, &nsizes);
     if (rc == EXIT_OK && !a->help)
         rc = parse_count(cmd, "--threads", a->threads, pool_default_threads(), &threads);
     if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))

@@ -210,16 +210,6 @@ static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
     return ok;
 }
 
-/* --batch N is --dim B=N. */
-static int batch_size(const Command *cmd, Args *a, SymSize *sizes, int *nsizes)
-{
-    int64_t batch;
-    int rc = parse_count(cmd, "--batch", a->batch, 2, &batch);
-    if (rc == EXIT_OK && a->batch)
-        sizes[(*nsizes)++] = (SymSize){"B", batch};
-    return rc;
-}
-
 int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {
@@ -241,7 +231,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
     if (rc == EXIT_OK && !a->help && (rc = check_model_args(cmd, a, sizes)) == EXIT_OK)
         nsizes = a->dim.n;
     if (rc == EXIT_OK && !a->help)
-        rc = batch_size(cmd, a, sizes, &nsizes);
+        rc = parse_batch(cmd, a, sizes, &nsizes);
     if (rc == EXIT_OK && !a->help)
         rc = parse_count(cmd, "--threads", a->threads, pool_default_threads(), &f.threads);
     if (rc == EXIT_OK && !a->help)

@@ -176,6 +176,15 @@ int parse_count(const Command *cmd, const char *flag, const char *value, int64_t
     return EXIT_OK;
 }
 
+int parse_batch(const Command *cmd, const Args *a, SymSize *sizes, int *nsizes)
+{
+    int64_t batch;
+    int rc = parse_count(cmd, "--batch", a->batch, 2, &batch);
+    if (rc == EXIT_OK && a->batch)
+        sizes[(*nsizes)++] = (SymSize){"B", batch};
+    return rc;
+}
+
 int print_text(char *text, const char *what)
 {
     if (!text) {

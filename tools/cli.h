@@ -62,6 +62,8 @@ int check_model_args(const Command *cmd, const Args *a, SymSize *sizes);
 /* A positive count flag (--threads, --runs): def when absent. */
 int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
                 int64_t *out);
+/* --batch N as the size B=N, appended to sizes[*nsizes] (nothing when absent). */
+int parse_batch(const Command *cmd, const Args *a, SymSize *sizes, int *nsizes);
 /* A positive number flag (--peak GFLOP/s, --bandwidth GB/s): 0 when absent. */
 int parse_positive(const Command *cmd, const char *flag, const char *value, const char *unit,
                    double *out);

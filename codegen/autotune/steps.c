@@ -185,19 +185,17 @@ static bool keep_measured(const TuneTarget *t, const TuneOptions *o, int s, cons
 
 /* The configuration of a step met for the first time: the cache's, else measured (and
  * cached), else the heuristics'. */
-static bool decide(const TuneTarget *t, int s, const TuneOptions *o, Seen *seen, bool *measured,
-                   Err *e)
+static bool decide(const TuneTarget *t, int s, const TuneSpace *sp, const TuneOptions *o,
+                   Seen *seen, bool *measured, Err *e)
 {
-    TuneSpace sp;
-    t->space(t->ctx, s, &sp);
     seen->pt = (TunePoint){{0}}, seen->report = -1;
-    if (sp.nknob == 0)
+    if (sp->nknob == 0)
         return true; /* nothing to choose */
     const TuneEntry *hit = o->cache ? tune_cache_get(o->cache, seen->key) : NULL;
     TunePoint pt;
-    if (hit && tune_point_parse(&sp, hit->choice, &pt)) {
+    if (hit && tune_point_parse(sp, hit->choice, &pt)) {
         seen->pt = pt;
-        TuneKernelReport *k = report_kernel(t, o, s, &sp);
+        TuneKernelReport *k = report_kernel(t, o, s, sp);
         if (k) {
             k->cached = true, k->best_s = hit->best_s, k->default_s = hit->default_s;
             snprintf(k->choice, sizeof k->choice, "%s", hit->choice);
@@ -208,12 +206,12 @@ static bool decide(const TuneTarget *t, int s, const TuneOptions *o, Seen *seen,
     if (!o->measure)
         return true;
     TuneResult res;
-    if (!t->search(t->ctx, s, &sp, &o->budget, &res, e)) {
+    if (!t->search(t->ctx, s, sp, &o->budget, &res, e)) {
         tune_result_free(&res);
         return false;
     }
     *measured = true;
-    return keep_measured(t, o, s, &sp, &res, seen, e);
+    return keep_measured(t, o, s, sp, &res, seen, e);
 }
 
 /* The keys of every step; how many distinct ones. */
@@ -279,8 +277,10 @@ bool tune_steps(const TuneTarget *t, const TuneOptions *o, Err *e)
     bool ok = true, measured = false, replay = must_measure(t, o, seen);
     for (int s = 0; ok && s < p->nstep; s++) {
         int first = first_of(seen, s);
+        TuneSpace sp;
+        t->space(t->ctx, s, &sp);
         if (first == s) {
-            ok = decide(t, s, o, &seen[s], &measured, e);
+            ok = decide(t, s, &sp, o, &seen[s], &measured, e);
             if (o->progress && replay)
                 tune_progress(stderr, ++done, total, clock_seconds() - t0, step_label(p, s));
         } else {
@@ -288,8 +288,6 @@ bool tune_steps(const TuneTarget *t, const TuneOptions *o, Err *e)
             if (seen[s].report >= 0)
                 o->report->k[seen[s].report].steps++;
         }
-        TuneSpace sp;
-        t->space(t->ctx, s, &sp);
         ok = ok && t->configure(t->ctx, s, &sp, &seen[s].pt, e) &&
              (!replay || t->run_step(t->ctx, s, e)); /* the next reads what it wrote */
     }
