@@ -21,6 +21,8 @@ const char *nvrtc_version(char *buf, size_t n)
     return buf;
 }
 
+const char *nvrtc_library(void) { return NULL; }
+
 bool nvrtc_compile(const char *source, const char *name, const CudaCompileOptions *o, Cubin *out,
                    Err *e)
 {

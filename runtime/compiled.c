@@ -291,7 +291,8 @@ bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, 
     LowerOptions lo = {.no_fusion = o && o->no_fusion};
     bool passes = !(o && o->optimised);
     Program *p = g && (!passes || run_passes(&g, pipeline_for(o), e)) ? loop_lower(g, &lo, e) : NULL;
-    bool ok = p && plan_memory(p, sb, plan, e);
+    bool gpu = o && o->device && strcmp(o->device, "cuda") == 0;
+    bool ok = p && plan_memory_aligned(p, sb, gpu ? PLAN_ALIGN_GPU : 0, plan, e);
     program_free(p);
     graph_free(g);
     return ok;

@@ -1,6 +1,7 @@
 /* cuda_absent.c — the CUDA engine in a build without the CUDA toolkit's headers: every entry
  * point says so, once, the way cuda_driver_available's reason reads elsewhere. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/cuda_engine.h"
@@ -31,6 +32,15 @@ bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e)
     err_set(e, ERR_INPUT, "cannot run on a GPU: %s", why);
     return false;
 }
+
+bool cuda_device_healthy(int ordinal, char *reason, size_t n)
+{
+    (void)ordinal;
+    snprintf(reason, n, "%s", why);
+    return false;
+}
+
+void cuda_libraries_report(char *buf, size_t n) { snprintf(buf, n, "CUDA: %s\n", why); }
 
 CudaEngine *cuda_engine_new(const Program *p, const CudaEngineOptions *o, Err *e)
 {

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cuda/cuda.h"
+#include "codegen/cuda/libs.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
@@ -31,6 +33,7 @@ typedef struct Lib {
     void *handle;
     const char *why;
     char msg[512];
+    char path[4096]; /* the file opened (codegen/cuda/libs.h finds it) */
 } Lib;
 
 static struct {
@@ -47,24 +50,6 @@ static struct {
 } lt;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT, blas_once = PTHREAD_ONCE_INIT,
                       lt_once = PTHREAD_ONCE_INIT;
-
-/* $env when set, else the first of names that opens. */
-static void *open_lib(const char *env, const char *const *names, const char **opened)
-{
-    const char *path = getenv(env);
-    if (path && *path) {
-        *opened = path;
-        return dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    }
-    for (; *names; names++) {
-        void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
-        if (h) {
-            *opened = *names;
-            return h;
-        }
-    }
-    return NULL;
-}
 
 /* Every name into slots (in order; the tables' fields are the same list); the first
  * missing name, or NULL. */
@@ -143,19 +128,19 @@ const char *cuda_blas_status_name(cublasStatus_t s)
 static void driver_open(void)
 {
     static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-    const char *opened = NULL, *missing;
+    const char *missing, *env = getenv("COIL_LIBCUDA");
     Lib *L = &drv.lib;
-    if (!(L->handle = open_lib("COIL_LIBCUDA", names, &opened))) {
+    if (!(L->handle = cuda_lib_open("COIL_LIBCUDA", names, L->path, sizeof L->path))) {
         snprintf(L->msg, sizeof L->msg, "no NVIDIA driver: %s not found%s",
-                 opened ? opened : "libcuda.so.1",
-                 opened ? " ($COIL_LIBCUDA)" : " (install the NVIDIA driver to run on a GPU)");
+                 env && *env ? env : "libcuda.so.1",
+                 env && *env ? " ($COIL_LIBCUDA)" : " (install the NVIDIA driver to run on a GPU)");
         L->why = L->msg;
         return;
     }
     if ((missing = RESOLVE(L->handle, cuda_driver_symbols, drv.t))) {
         memset(&drv.t, 0, sizeof drv.t);
-        snprintf(L->msg, sizeof L->msg, "the NVIDIA driver is too old: %s lacks %s (coil needs "
-                 "a driver for CUDA 12 or newer)", opened, missing);
+        snprintf(L->msg, sizeof L->msg, "the NVIDIA driver is too old: %.300s lacks %s (coil needs "
+                 "a driver for CUDA 12 or newer)", L->path, missing);
         L->why = L->msg;
         return;
     }
@@ -177,20 +162,20 @@ static void driver_open(void)
 static void blas_open(void)
 {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                                        "/usr/local/cuda/lib64/libcublas.so.13",
-                                        "/usr/local/cuda/lib64/libcublas.so.12", NULL};
-    const char *opened = NULL, *missing;
+                                        NULL};
+    const char *missing, *env = getenv("COIL_LIBCUBLAS");
     Lib *L = &blas.lib;
-    if (!(L->handle = open_lib("COIL_LIBCUBLAS", names, &opened))) {
-        snprintf(L->msg, sizeof L->msg, "cuBLAS not found: %s (install the CUDA toolkit's "
-                 "libcublas, or add its lib64 to LD_LIBRARY_PATH)",
-                 opened ? opened : "libcublas.so.13 or .12");
+    if (!(L->handle = cuda_lib_open("COIL_LIBCUBLAS", names, L->path, sizeof L->path))) {
+        snprintf(L->msg, sizeof L->msg, "cuBLAS not found: %s (looked in the loader's path, the "
+                 "CUDA toolkit's lib64 and Python's nvidia packages; install the toolkit's "
+                 "libcublas, or add its folder to LD_LIBRARY_PATH)",
+                 env && *env ? env : "libcublas.so.13 or .12");
         L->why = L->msg;
         return;
     }
     if ((missing = RESOLVE(L->handle, cuda_cublas_symbols, blas.t))) {
         memset(&blas.t, 0, sizeof blas.t);
-        snprintf(L->msg, sizeof L->msg, "%s lacks %s (coil needs cuBLAS 12 or newer)", opened,
+        snprintf(L->msg, sizeof L->msg, "%.300s lacks %s (coil needs cuBLAS 12 or newer)", L->path,
                  missing);
         L->why = L->msg;
         return;
@@ -203,23 +188,21 @@ static void blas_open(void)
 /* cuBLASLt of cuBLAS's major version first: the two are released together. */
 static void lt_open(void)
 {
-    char same[64], same_abs[96];
-    const char *const *names;
-    const char *opened = NULL, *missing, *why;
+    char same[64];
+    const char *missing, *why, *env = getenv("COIL_LIBCUBLASLT");
     const CudaCublas *b = cuda_cublas(&why);
     snprintf(same, sizeof same, "libcublasLt.so.%d", b ? b->version[0] : 13);
-    snprintf(same_abs, sizeof same_abs, "/usr/local/cuda/lib64/%s", same);
-    names = (const char *const[]){same, "libcublasLt.so.13", "libcublasLt.so.12",
-                                  "libcublasLt.so", same_abs, NULL};
+    const char *const names[] = {same, "libcublasLt.so.13", "libcublasLt.so.12",
+                                 "libcublasLt.so", NULL};
     Lib *L = &lt.lib;
-    if (!(L->handle = open_lib("COIL_LIBCUBLASLT", names, &opened))) {
-        snprintf(L->msg, sizeof L->msg, "cuBLASLt not found: %s", opened ? opened : same);
+    if (!(L->handle = cuda_lib_open("COIL_LIBCUBLASLT", names, L->path, sizeof L->path))) {
+        snprintf(L->msg, sizeof L->msg, "cuBLASLt not found: %s", env && *env ? env : same);
         L->why = L->msg;
         return;
     }
     if ((missing = RESOLVE(L->handle, cuda_cublaslt_symbols, lt.t))) {
         memset(&lt.t, 0, sizeof lt.t);
-        snprintf(L->msg, sizeof L->msg, "%s lacks %s (coil needs cuBLASLt 12 or newer)", opened,
+        snprintf(L->msg, sizeof L->msg, "%.300s lacks %s (coil needs cuBLASLt 12 or newer)", L->path,
                  missing);
         L->why = L->msg;
     }
@@ -256,6 +239,48 @@ bool cuda_blas_available(const char **why)
     return cuda_cublas(why) && cuda_cublaslt(why);
 }
 
+/* ---------------------------------------------------------------- reports */
+
+/* One line: the library's file and version, or why it did not load. */
+static size_t report_line(char *buf, size_t n, const char *what, const Lib *L, const char *version)
+{
+    int w = L->why ? snprintf(buf, n, "%-9s %s\n", what, L->why)
+                   : snprintf(buf, n, "%-9s %s (%s)\n", what, L->path, version);
+    return w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
+}
+
+/* NCCL is not used yet: found, only to say where, and closed again. */
+static size_t report_nccl(char *buf, size_t n)
+{
+    static const char *const names[] = {"libnccl.so.2", "libnccl.so", NULL};
+    char path[4096];
+    void *h = cuda_lib_open("COIL_LIBNCCL", names, path, sizeof path);
+    int w = snprintf(buf, n, "%-9s %s\n", "NCCL:", h ? path : "not found");
+    if (h)
+        dlclose(h);
+    return w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
+}
+
+void cuda_libraries_report(char *buf, size_t n)
+{
+    char v[64], nv[32];
+    size_t at = 0;
+    const CudaDriver *cu = cuda_driver(NULL);
+    const CudaCublas *b = cuda_cublas(NULL);
+    cuda_cublaslt(NULL);
+    snprintf(v, sizeof v, "CUDA %d.%d", cu ? cu->version / 1000 : 0, cu ? cu->version % 1000 / 10 : 0);
+    at += report_line(buf + at, n - at, "driver:", &drv.lib, v);
+    const char *nvrtc = nvrtc_library();
+    int w = snprintf(buf + at, n - at, "%-9s %s (%s)\n", "NVRTC:", nvrtc ? nvrtc : "not found",
+                     nvrtc_version(nv, sizeof nv));
+    at += w < 0 ? 0 : (size_t)w < n - at ? (size_t)w : n - at - 1;
+    snprintf(v, sizeof v, "%d.%d.%d", b ? b->version[0] : 0, b ? b->version[1] : 0,
+             b ? b->version[2] : 0);
+    at += report_line(buf + at, n - at, "cuBLAS:", &blas.lib, v);
+    at += report_line(buf + at, n - at, "cuBLASLt:", &lt.lib, "its cuBLAS's");
+    report_nccl(buf + at, n - at);
+}
+
 /* ---------------------------------------------------------------- devices */
 
 static bool query_ok(CUresult r, const char *what, Err *e)
@@ -266,22 +291,71 @@ static bool query_ok(CUresult r, const char *what, Err *e)
     return r == CUDA_SUCCESS;
 }
 
-/* Free memory needs a context: the primary one, retained for the question and released. */
-static bool query_memory(const CudaDriver *cu, CUdevice dev, CudaDeviceInfo *info, Err *e)
+/* ---------------------------------------------------------------- contexts */
+
+#define MAX_DEVICES 64
+static struct {
+    pthread_mutex_t lock;
+    CUcontext ctx[MAX_DEVICES];
+} primary = {PTHREAD_MUTEX_INITIALIZER, {0}};
+
+bool cuda_primary_context(int ordinal, CUcontext *ctx, Err *e)
+{
+    const char *why;
+    const CudaDriver *cu = cuda_driver(&why);
+    CUdevice dev;
+    *ctx = NULL;
+    if (!cu) {
+        err_set(e, ERR_INPUT, "cannot run on a GPU: %s", why);
+        return false;
+    }
+    if (ordinal < 0 || ordinal >= MAX_DEVICES) {
+        err_set(e, ERR_INPUT, "cuda: device %d: coil handles devices 0 to %d", ordinal,
+                MAX_DEVICES - 1);
+        return false;
+    }
+    pthread_mutex_lock(&primary.lock);
+    bool ok = primary.ctx[ordinal] ||
+              (query_ok(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet", e) &&
+               query_ok(cu->cuDevicePrimaryCtxRetain(&primary.ctx[ordinal], dev),
+                        "cuDevicePrimaryCtxRetain", e));
+    *ctx = primary.ctx[ordinal];
+    pthread_mutex_unlock(&primary.lock);
+    return ok;
+}
+
+/* Free memory needs a context: the primary one, current for the question. */
+static bool query_memory(const CudaDriver *cu, int ordinal, CudaDeviceInfo *info, Err *e)
 {
     CUcontext ctx, prev;
     size_t free_b = 0, total_b = 0;
-    if (!query_ok(cu->cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", e))
+    if (!cuda_primary_context(ordinal, &ctx, e) ||
+        !query_ok(cu->cuCtxPushCurrent(ctx), "cuCtxPushCurrent", e))
         return false;
-    bool ok = query_ok(cu->cuCtxPushCurrent(ctx), "cuCtxPushCurrent", e);
-    if (ok) {
-        ok = query_ok(cu->cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo", e);
-        cu->cuCtxPopCurrent(&prev);
-    }
-    cu->cuDevicePrimaryCtxRelease(dev);
+    bool ok = query_ok(cu->cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo", e);
+    cu->cuCtxPopCurrent(&prev);
     info->free_bytes = (int64_t)free_b;
     info->total_bytes = (int64_t)total_b;
     return ok;
+}
+
+bool cuda_device_healthy(int ordinal, char *why, size_t n)
+{
+    Err e = {0};
+    CUcontext ctx, prev;
+    const CudaDriver *cu = cuda_driver(NULL);
+    if (!cuda_primary_context(ordinal, &ctx, &e)) {
+        snprintf(why, n, "%s", e.msg);
+        return false;
+    }
+    CUresult r = cu->cuCtxPushCurrent(ctx);
+    if (r == CUDA_SUCCESS) {
+        r = cu->cuCtxSynchronize();
+        cu->cuCtxPopCurrent(&prev);
+    }
+    if (r != CUDA_SUCCESS)
+        cuda_describe(r, why, n);
+    return r == CUDA_SUCCESS;
 }
 
 bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e)
@@ -307,7 +381,7 @@ bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e)
               query_ok(cu->cuDeviceGetAttribute(&info->minor,
                                                 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
                        "cuDeviceGetAttribute", e) &&
-              query_memory(cu, dev, info, e);
+              query_memory(cu, ordinal, info, e);
     if (ok && !cuda_arch_name(info->major, info->minor, info->arch, sizeof info->arch)) {
         err_set(e, ERR_INPUT, "cuda: %s has compute capability %d.%d, older than any NVRTC "
                 "compiles for", info->name, info->major, info->minor);

@@ -20,7 +20,8 @@
     X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                   \
     X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute)           \
     X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)            \
-    X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuMemGetInfo)               \
+    X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)           \
+    X(cuMemGetInfo)                                                                         \
     X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD)           \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)       \
     X(cuModuleLoadData)                                                                     \
@@ -66,6 +67,11 @@ typedef struct CudaCublasLt {
 const CudaDriver *cuda_driver(const char **why);
 const CudaCublas *cuda_cublas(const char **why);
 const CudaCublasLt *cuda_cublaslt(const char **why);
+
+/* Device `ordinal`'s primary context, retained once for the life of the process (never
+ * released: retaining and releasing it per engine or per query would create and destroy
+ * the context, and everything allocated in it, whenever the count fell to zero). */
+bool cuda_primary_context(int ordinal, CUcontext *ctx, Err *e);
 
 /* A CUresult as "NAME (description)" into buf (returned), also where the driver cannot
  * name it (the toolkit's stub library); a cublasStatus_t's name ("CUBLAS_STATUS_..."). */

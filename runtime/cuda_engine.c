@@ -15,7 +15,7 @@
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
 
-#define DEV_ALIGN 256                  /* cuMemAlloc's alignment, kept for every buffer */
+#define DEV_ALIGN PLAN_ALIGN_GPU /* cuMemAlloc's, kept for every buffer and temporary */
 #define WORKSPACE_BYTES (32ll << 20)   /* cuBLAS/cuBLASLt workspace: NVIDIA's advice for Hopper */
 
 /* The epilogues handed to cuBLASLt (0: not handed; the kernel runs after a cuBLAS GEMM).
@@ -50,8 +50,7 @@ struct CudaEngine {
     const CudaCublas *bl;
     const CudaCublasLt *lt;  /* NULL: every epilogue as a kernel */
     CudaDeviceInfo info;
-    CUdevice dev;
-    CUcontext ctx;
+    CUcontext ctx;           /* the device's primary context (the process keeps it) */
     CUstream stream;
     CUmodule mod;
     CUfunction *fn, pack;
@@ -98,6 +97,13 @@ static bool cu_ok(CUresult r, const char *what, Err *e)
     if (r != CUDA_SUCCESS)
         err_set(e, ERR_INPUT, "cuda: %s failed: %s", what, cuda_describe(r, buf, sizeof buf));
     return r == CUDA_SUCCESS;
+}
+
+/* Every entry point makes the engine's context current on the calling thread first: a
+ * thread that has none current (or another device's) would otherwise fail or run there. */
+static bool make_current(const CudaEngine *en, Err *e)
+{
+    return cu_ok(en->cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e);
 }
 
 static bool blas_ok(cublasStatus_t s, const char *what, Err *e)
@@ -260,12 +266,9 @@ static bool load_module(CudaEngine *en, Err *e)
 static bool open_device(CudaEngine *en, Err *e)
 {
     const CudaDriver *cu = en->cu;
-    bool ok = cu_ok(cu->cuDeviceGet(&en->dev, en->o.device), "cuDeviceGet", e) &&
-              cu_ok(cu->cuDevicePrimaryCtxRetain(&en->ctx, en->dev), "cuDevicePrimaryCtxRetain",
-                    e);
-    if (!ok)
+    if (!cuda_primary_context(en->o.device, &en->ctx, e))
         return false;
-    ok = cu_ok(cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e) &&
+    bool ok = cu_ok(cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e) &&
          cu_ok(cu->cuStreamCreate(&en->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", e) &&
          dev_alloc(en, &en->workspace, WORKSPACE_BYTES, "cuBLAS workspace", e) &&
          blas_ok(en->bl->cublasCreate(&en->blas), "cublasCreate", e) &&
@@ -368,7 +371,6 @@ void cuda_engine_free(CudaEngine *en)
                 cu->cuModuleUnload(en->vmod[k]);
         if (en->stream)
             cu->cuStreamDestroy(en->stream);
-        cu->cuDevicePrimaryCtxRelease(en->dev);
     }
     free(en->fn);
     free(en->attn_fn);
@@ -683,7 +685,7 @@ static bool ensure_plan(CudaEngine *en, const SymBind *sb, Err *e)
     if (en->planned && sym_same_sizes(&en->plan_sb, sb))
         return true;
     drop_plan(en);
-    if (!plan_memory(en->p, sb, &en->plan, e) || !map_gemms(en, sb, e) ||
+    if (!plan_memory_aligned(en->p, sb, DEV_ALIGN, &en->plan, e) || !map_gemms(en, sb, e) ||
         !place_params(en, sb, e) || !place_activations(en, sb, e)) {
         plan_free(&en->plan);
         return false;
@@ -924,34 +926,48 @@ static bool load_variants(CudaEngine *en, int k, Err *e)
     return ok;
 }
 
+/* Kernel k's variant for configuration c: loaded (its module compiled at first use), into *f. */
+static bool variant_function(CudaEngine *en, int k, const CudaKernelConfig *c, CUfunction *f,
+                             Err *e)
+{
+    char name[160], what[200];
+    cuda_variant_name(&en->p->kernel[k], c, name, sizeof name);
+    snprintf(what, sizeof what, "cuModuleGetFunction(%s)", name);
+    return load_variants(en, k, e) &&
+           cu_ok(en->cu->cuModuleGetFunction(f, en->vmod[k], name), what, e);
+}
+
+/* The configuration is stored only once its variant has loaded: a failed build leaves the
+ * step as it was, never the default kernel launched with a variant's block size. */
 bool cuda_engine_configure(CudaEngine *en, int s, const CudaStepConfig *c, Err *e)
 {
     static const CudaStepConfig heuristics = {0};
+    const CudaStepConfig want = c ? *c : heuristics;
     const Step *st = &en->p->step[s];
-    en->cfg[s] = c ? *c : heuristics;
+    CUfunction variant = NULL;
+    if (!make_current(en, e))
+        return false;
+    if (st->kind == STEP_KERNEL && !cuda_variant_is_default(&want.kernel) &&
+        !variant_function(en, st->kernel, &want.kernel, &variant, e))
+        return false;
     if (en->exec) /* the captured graph launches the old choices */
         en->cu->cuGraphExecDestroy(en->exec);
     en->exec = NULL;
-    if (st->kind == STEP_GEMM && en->planned && en->cfg[s].path == CUDA_GEMM_LT)
+    en->cfg[s] = want;
+    if (st->kind == STEP_KERNEL)
+        en->vfn[st->kernel] = variant;
+    if (st->kind == STEP_GEMM && en->planned && want.path == CUDA_GEMM_LT)
         prepare_plain(en, s);
-    if (st->kind != STEP_KERNEL)
-        return true;
-    int k = st->kernel;
-    en->vfn[k] = NULL;
-    if (cuda_variant_is_default(&en->cfg[s].kernel))
-        return true;
-    char name[160], what[200];
-    cuda_variant_name(&en->p->kernel[k], &en->cfg[s].kernel, name, sizeof name);
-    snprintf(what, sizeof what, "cuModuleGetFunction(%s)", name);
-    return load_variants(en, k, e) &&
-           cu_ok(en->cu->cuModuleGetFunction(&en->vfn[k], en->vmod[k], name), what, e);
+    return true;
 }
 
 const CudaStepConfig *cuda_engine_config(const CudaEngine *en, int s) { return &en->cfg[s]; }
 
 int cuda_engine_lt_algos(CudaEngine *en, int s, bool plain)
 {
-    if (!en->planned || en->p->step[s].kind != STEP_GEMM || !lt_eligible(en, s))
+    Err e = {0};
+    if (!en->planned || en->p->step[s].kind != STEP_GEMM || !lt_eligible(en, s) ||
+        !make_current(en, &e))
         return 0;
     if (plain)
         prepare_plain(en, s);
@@ -967,6 +983,8 @@ bool cuda_engine_run_step(CudaEngine *en, int s, Err *e)
         err_set(e, ERR_USAGE, "cuda engine: run it once before running one step");
         return false;
     }
+    if (!make_current(en, e))
+        return false;
     return kind == STEP_KERNEL      ? launch(en, en->p->step[s].kernel, s, sb, e)
            : kind == STEP_ATTENTION ? launch_attention(en, s, sb, e)
                                     : run_gemm(en, s, sb, e);
@@ -1075,10 +1093,9 @@ bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
 {
     SymBind sb;
     const Graph *g = en->p->graph;
-    if (!cu_ok(en->cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e) ||
-        !bind_inputs(g, inputs, &sb, e) || !check_param_tensors(g, params, &sb, e) ||
-        !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
-        !alloc_output_tensors(g, &sb, outputs, e))
+    if (!make_current(en, e) || !bind_inputs(g, inputs, &sb, e) ||
+        !check_param_tensors(g, params, &sb, e) || !program_check_inputs(en->p, inputs, &sb, e) ||
+        !ensure_plan(en, &sb, e) || !alloc_output_tensors(g, &sb, outputs, e))
         return false;
     bool ok = upload_params(en, params, &sb, e) && upload_rng_step(en, e) &&
               stage_inputs(en, inputs, &sb, e) &&
@@ -1145,10 +1162,9 @@ bool cuda_engine_run_resident(CudaEngine *en, const Tensor *inputs, const Tensor
 {
     SymBind sb;
     const Graph *g = en->p->graph;
-    if (!cu_ok(en->cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e) ||
-        !bind_inputs(g, inputs, &sb, e) || !check_param_tensors(g, params, &sb, e) ||
-        !program_check_inputs(en->p, inputs, &sb, e) || !ensure_plan(en, &sb, e) ||
-        !alloc_fetched(g, &sb, outputs, fetch, e))
+    if (!make_current(en, e) || !bind_inputs(g, inputs, &sb, e) ||
+        !check_param_tensors(g, params, &sb, e) || !program_check_inputs(en->p, inputs, &sb, e) ||
+        !ensure_plan(en, &sb, e) || !alloc_fetched(g, &sb, outputs, fetch, e))
         return false;
     /* the device's parameters are the current ones once uploaded: only a fresh block (the
      * first run) or cuda_engine_params_changed takes the host's again */
@@ -1164,7 +1180,7 @@ bool cuda_engine_run_resident(CudaEngine *en, const Tensor *inputs, const Tensor
 bool cuda_engine_download_params(CudaEngine *en, Tensor *params, Err *e)
 {
     const Program *p = en->p;
-    if (!cu_ok(en->cu->cuCtxSetCurrent(en->ctx), "cuCtxSetCurrent", e))
+    if (!make_current(en, e))
         return false;
     for (int b = 0; en->planned && b < p->nbuf; b++) {
         int64_t n = p->buf[b].kind == BUF_PARAM ? buf_bytes(p, b, &en->plan_sb) : 0;

@@ -33,6 +33,15 @@ typedef struct CudaDeviceInfo {
 /* Device `ordinal`'s properties (free memory as of now). */
 bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e);
 
+/* Whether device `ordinal`'s context still works: false, with the error into why, once a
+ * kernel has faulted (an illegal address, a trap: such errors are sticky, and every later
+ * call in the process fails with them). */
+bool cuda_device_healthy(int ordinal, char *why, size_t n);
+
+/* What a GPU run would load, one line per library into buf: the driver, NVRTC, cuBLAS,
+ * cuBLASLt and NCCL, each with the file found and its version, or why it is missing. */
+void cuda_libraries_report(char *buf, size_t n);
+
 /* ---------------------------------------------------------------- the engine */
 
 typedef struct CudaEngine CudaEngine;

@@ -143,16 +143,24 @@ static void merge_batches(CuGemm *cg, const int64_t *batch, int nb, const View *
     }
 }
 
+/* What cublasGemmStridedBatchedEx and cublasLtMatmul compute with CUBLAS_COMPUTE_32F:
+ * A and B of one dtype, C of the same or, from f16 or bf16 operands, f32. An f32 product
+ * stored as f16 or bf16 is refused by cuBLAS at run time (CUBLAS_STATUS_NOT_SUPPORTED). */
+static bool supported_gemm(DType ab, DType b, DType c)
+{
+    bool half = ab == DT_F16 || ab == DT_BF16;
+    return (ab == DT_F32 || half) && b == ab && (c == ab || (half && c == DT_F32));
+}
+
 static bool check_dtypes(const Program *p, const Gemm *g, CuGemm *cg, Err *e)
 {
     cg->ab_dt = p->buf[g->a.buf].dt;
     cg->c_dt = p->buf[g->c.buf].dt;
     DType b = p->buf[g->b.buf].dt;
-    bool is_half_or_f32[DT_COUNT] = {[DT_F32] = true, [DT_F16] = true, [DT_BF16] = true};
-    if (!is_half_or_f32[cg->ab_dt] || !is_half_or_f32[cg->c_dt] || b != cg->ab_dt) {
-        err_set(e, ERR_INPUT, "cuda gemm: operands %s @ %s -> %s are not supported (f32, f16 "
-                "or bf16, A and B of one dtype)", dtype_info[cg->ab_dt].name, dtype_info[b].name,
-                dtype_info[cg->c_dt].name);
+    if (!supported_gemm(cg->ab_dt, b, cg->c_dt)) {
+        err_set(e, ERR_INPUT, "cuda gemm: operands %s @ %s -> %s are not supported (A and B of "
+                "one dtype, f32, f16 or bf16; C of the same dtype, or f32 from f16 or bf16)",
+                dtype_info[cg->ab_dt].name, dtype_info[b].name, dtype_info[cg->c_dt].name);
         return false;
     }
     return true;

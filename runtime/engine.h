@@ -61,7 +61,7 @@ void engine_set_buffer(Engine *en, int b, void *base);
 
 /* The planned bytes of the temporaries at these symbol values (peak memory of the
  * arena), and of parameters (constants included), inputs and outputs; known before
- * anything runs. Offsets are 64-byte aligned; temporaries whose lifetimes [first, last]
+ * anything runs. Offsets are 64-byte aligned (plan_memory_aligned: any multiple); temporaries whose lifetimes [first, last]
  * overlap never share bytes (runtime/plan.c says how they are placed). */
 typedef struct MemoryPlan {
     int64_t arena_bytes, param_bytes, io_bytes;
@@ -70,6 +70,12 @@ typedef struct MemoryPlan {
 /* Errors name the buffer (an unbound symbol, a lifetime outside the steps, a size too
  * large). plan_free releases the offsets (and zeroes the plan). */
 bool plan_memory(const Program *p, const SymBind *sb, MemoryPlan *plan, Err *e);
+/* The same with every temporary's size and offset a multiple of align bytes (a GPU's:
+ * cuBLASLt picks its fastest kernels by the operands' alignment, and vector loads need it);
+ * align <= 0: plan_memory's 64. */
+#define PLAN_ALIGN_GPU 256
+bool plan_memory_aligned(const Program *p, const SymBind *sb, int64_t align, MemoryPlan *plan,
+                         Err *e);
 void plan_free(MemoryPlan *plan);
 /* The memory plan at the latest run's sizes (`coil check` and `coil bench` print its peak);
  * NULL before a run has got that far. Valid until the next run or engine_free. */

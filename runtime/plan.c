@@ -19,7 +19,7 @@
 
 #include "runtime/engine.h"
 
-#define PLAN_ALIGN 64 /* a cache line, and the widest vector (AVX-512) */
+#define PLAN_ALIGN 64 /* the CPU's: a cache line, and the widest vector (AVX-512) */
 
 typedef struct Block {
     int buf;
@@ -68,7 +68,8 @@ static bool buffer_bytes(const Program *p, int b, const SymBind *sb, int64_t *ou
 }
 
 /* The temporaries as blocks: size rounded up to the alignment, lifetime checked. */
-static bool temp_blocks(const Program *p, const SymBind *sb, Block *blk, int *nblk, Err *e)
+static bool temp_blocks(const Program *p, const SymBind *sb, int64_t align, Block *blk, int *nblk,
+                        Err *e)
 {
     *nblk = 0;
     for (int b = 0; b < p->nbuf; b++) {
@@ -85,7 +86,7 @@ static bool temp_blocks(const Program *p, const SymBind *sb, Block *blk, int *nb
             return false;
         /* written and never read still needs its bytes while its step runs */
         int last = buf->last < buf->first ? buf->first : buf->last;
-        int64_t size = (bytes + PLAN_ALIGN - 1) & ~(int64_t)(PLAN_ALIGN - 1);
+        int64_t size = (bytes + align - 1) / align * align;
         blk[(*nblk)++] = (Block){b, buf->first, last, size, 0};
     }
     return true;
@@ -219,6 +220,12 @@ static bool fixed_bytes(const Program *p, const SymBind *sb, MemoryPlan *plan, E
 
 bool plan_memory(const Program *p, const SymBind *sb, MemoryPlan *plan, Err *e)
 {
+    return plan_memory_aligned(p, sb, PLAN_ALIGN, plan, e);
+}
+
+bool plan_memory_aligned(const Program *p, const SymBind *sb, int64_t align, MemoryPlan *plan,
+                         Err *e)
+{
     memset(plan, 0, sizeof *plan);
     int n = p->nbuf;
     plan->offset = malloc((size_t)(n ? n : 1) * sizeof *plan->offset);
@@ -229,7 +236,8 @@ bool plan_memory(const Program *p, const SymBind *sb, MemoryPlan *plan, Err *e)
     if (!ok)
         err_set(e, ERR_INPUT, "out of memory planning %d buffers", n);
     int nblk = 0;
-    ok = ok && fixed_bytes(p, sb, plan, e) && temp_blocks(p, sb, blk, &nblk, e);
+    ok = ok && fixed_bytes(p, sb, plan, e) && temp_blocks(p, sb, align > 0 ? align : PLAN_ALIGN,
+                                                          blk, &nblk, e);
     int64_t bound = ok ? lower_bound(blk, nblk, p->nstep, e) : -1;
     if (bound >= 0) {
         plan->arena_bytes = place_blocks(blk, nblk, bound, best, tmp);

@@ -35,19 +35,19 @@ typedef struct GpuRun {
     TuneBudget budget;
 } GpuRun;
 
-static bool driver_ok(const CudaDriver *cu, CUresult res, const char *what, Err *e)
+static bool driver_ok(CUresult res, const char *what, Err *e)
 {
-    if (res == CUDA_SUCCESS)
-        return true;
-    const char *name = NULL;
-    cu->cuGetErrorName(res, &name);
-    err_set(e, ERR_INPUT, "autotune: %s: %s", what, name ? name : "CUDA error");
-    return false;
+    char buf[300];
+    if (res != CUDA_SUCCESS)
+        err_set(e, ERR_INPUT, "autotune: %s: %s", what, cuda_describe(res, buf, sizeof buf));
+    return res == CUDA_SUCCESS;
 }
 
-static bool cu_ok(const GpuRun *r, CUresult res, const char *what, Err *e)
+/* The engine's context current on this thread before the tuner allocates or copies. */
+static bool engine_current(const CudaEngine *en, Err *e)
 {
-    return driver_ok(r->cu, res, what, e);
+    return driver_ok(cuda_driver(NULL)->cuCtxSetCurrent((CUcontext)cuda_engine_context(en)),
+                     "cuCtxSetCurrent", e);
 }
 
 static CUdeviceptr addr(const GpuRun *r, int b)
@@ -67,14 +67,14 @@ static bool collect(GpuRun *r, Err *e)
     const SymBind *sb = cuda_engine_symbols(r->en);
     size_t most = 1;
     r->nw = tune_step_writes(r->p, r->s, r->w, r->compare, MAX_TOUCHED);
-    bool ok = cu_ok(r, r->cu->cuMemAlloc(&r->flush, FLUSH_BYTES), "cuMemAlloc (L2 flush)", e) &&
-              cu_ok(r, r->cu->cuEventCreate(&r->ev[0], CU_EVENT_DEFAULT), "cuEventCreate", e) &&
-              cu_ok(r, r->cu->cuEventCreate(&r->ev[1], CU_EVENT_DEFAULT), "cuEventCreate", e);
+    bool ok = driver_ok(r->cu->cuMemAlloc(&r->flush, FLUSH_BYTES), "cuMemAlloc (L2 flush)", e) &&
+              driver_ok(r->cu->cuEventCreate(&r->ev[0], CU_EVENT_DEFAULT), "cuEventCreate", e) &&
+              driver_ok(r->cu->cuEventCreate(&r->ev[1], CU_EVENT_DEFAULT), "cuEventCreate", e);
     for (int i = 0; ok && i < r->nw; i++) {
         r->bytes[i] = buf_bytes(r->p, r->w[i], sb);
         most = r->bytes[i] > most ? r->bytes[i] : most;
-        ok = cu_ok(r, r->cu->cuMemAlloc(&r->saved[i], r->bytes[i] + 1), "cuMemAlloc (a copy)", e) &&
-             cu_ok(r, r->cu->cuMemcpyDtoDAsync(r->saved[i], addr(r, r->w[i]), r->bytes[i], r->stream),
+        ok = driver_ok(r->cu->cuMemAlloc(&r->saved[i], r->bytes[i] + 1), "cuMemAlloc (a copy)", e) &&
+             driver_ok(r->cu->cuMemcpyDtoDAsync(r->saved[i], addr(r, r->w[i]), r->bytes[i], r->stream),
                    "cuMemcpyDtoDAsync", e);
         if (ok && !(r->ref[i] = malloc(r->bytes[i] + 1)))
             ok = false, err_set(e, ERR_INPUT, "autotune: out of memory");
@@ -90,11 +90,11 @@ static bool release(GpuRun *r, Err *e)
     bool ok = true;
     for (int i = 0; i < r->nw; i++) {
         if (r->saved[i] && ok)
-            ok = cu_ok(r, r->cu->cuMemcpyDtoDAsync(addr(r, r->w[i]), r->saved[i], r->bytes[i],
+            ok = driver_ok(r->cu->cuMemcpyDtoDAsync(addr(r, r->w[i]), r->saved[i], r->bytes[i],
                                                    r->stream), "cuMemcpyDtoDAsync", e);
         free(r->ref[i]);
     }
-    ok = ok && cu_ok(r, r->cu->cuStreamSynchronize(r->stream), "cuStreamSynchronize", e);
+    ok = ok && driver_ok(r->cu->cuStreamSynchronize(r->stream), "cuStreamSynchronize", e);
     for (int i = 0; i < r->nw; i++)
         if (r->saved[i])
             r->cu->cuMemFree(r->saved[i]);
@@ -117,16 +117,16 @@ static bool timed_run(void *ctx, int i, double *seconds, Err *e)
     const CudaDriver *cu = r->cu;
     bool ok = true;
     for (int w = 0; ok && w < r->nw; w++)
-        ok = cu_ok(r, cu->cuMemcpyDtoDAsync(addr(r, r->w[w]), r->saved[w], r->bytes[w], r->stream),
+        ok = driver_ok(cu->cuMemcpyDtoDAsync(addr(r, r->w[w]), r->saved[w], r->bytes[w], r->stream),
                    "cuMemcpyDtoDAsync", e);
-    ok = ok && cu_ok(r, cu->cuMemsetD8Async(r->flush, (unsigned char)i, FLUSH_BYTES, r->stream),
+    ok = ok && driver_ok(cu->cuMemsetD8Async(r->flush, (unsigned char)i, FLUSH_BYTES, r->stream),
                      "cuMemsetD8Async (L2 flush)", e) &&
-         cu_ok(r, cu->cuEventRecord(r->ev[0], r->stream), "cuEventRecord", e) &&
+         driver_ok(cu->cuEventRecord(r->ev[0], r->stream), "cuEventRecord", e) &&
          cuda_engine_run_step(r->en, r->s, e) &&
-         cu_ok(r, cu->cuEventRecord(r->ev[1], r->stream), "cuEventRecord", e) &&
-         cu_ok(r, cu->cuStreamSynchronize(r->stream), "running a candidate", e);
+         driver_ok(cu->cuEventRecord(r->ev[1], r->stream), "cuEventRecord", e) &&
+         driver_ok(cu->cuStreamSynchronize(r->stream), "running a candidate", e);
     float ms = 0;
-    ok = ok && cu_ok(r, cu->cuEventElapsedTime(&ms, r->ev[0], r->ev[1]), "cuEventElapsedTime", e);
+    ok = ok && driver_ok(cu->cuEventElapsedTime(&ms, r->ev[0], r->ev[1]), "cuEventElapsedTime", e);
     *seconds = ms * 1e-3;
     return ok;
 }
@@ -134,9 +134,9 @@ static bool timed_run(void *ctx, int i, double *seconds, Err *e)
 /* Buffer w of the latest run into host memory. */
 static bool fetch(GpuRun *r, int w, void *host, Err *e)
 {
-    return cu_ok(r, r->cu->cuMemcpyDtoHAsync(host, addr(r, r->w[w]), r->bytes[w], r->stream),
+    return driver_ok(r->cu->cuMemcpyDtoHAsync(host, addr(r, r->w[w]), r->bytes[w], r->stream),
                  "cuMemcpyDtoHAsync", e) &&
-           cu_ok(r, r->cu->cuStreamSynchronize(r->stream), "cuStreamSynchronize", e);
+           driver_ok(r->cu->cuStreamSynchronize(r->stream), "cuStreamSynchronize", e);
 }
 
 static TuneStatus measure(void *ctx, const TunePoint *pt, double *seconds, Err *e)
@@ -189,7 +189,7 @@ static bool gpu_search(void *ctx, int s, const TuneSpace *sp, const TuneBudget *
     r.nfused = gemm ? cuda_engine_lt_algos(t->en, s, false) : 0;
     r.nplain = gemm ? cuda_engine_lt_algos(t->en, s, true) : 0;
     *res = (TuneResult){0};
-    bool ok = collect(&r, e) && tune_descend(sp, measure, &r, 2, res, e);
+    bool ok = engine_current(t->en, e) && collect(&r, e) && tune_descend(sp, measure, &r, 2, res, e);
     Err later = {0};
     return release(&r, ok ? e : &later) && ok;
 }
@@ -206,7 +206,7 @@ static bool gpu_run_step(void *ctx, int s, Err *e)
     const GpuTarget *t = ctx;
     const CudaDriver *cu = cuda_driver(NULL);
     return cuda_engine_run_step(t->en, s, e) &&
-           driver_ok(cu, cu->cuStreamSynchronize((CUstream)cuda_engine_stream(t->en)),
+           driver_ok(cu->cuStreamSynchronize((CUstream)cuda_engine_stream(t->en)),
                      "running a step again", e);
 }
 

@@ -86,6 +86,9 @@ bool cubin_read(const char *path, Cubin *out, Err *e);
 bool nvrtc_available(const char **why);
 /* NVRTC's version, as "13.0" (into buf). */
 const char *nvrtc_version(char *buf, size_t n);
+/* The libnvrtc file opened (codegen/cuda/libs.h says where it is looked for; $COIL_LIBNVRTC
+ * names one), NULL when none. */
+const char *nvrtc_library(void);
 /* Compile source (named `name` in messages) to a cubin for o->arch. A compile error
  * writes the source to a file whose path the message names. */
 bool nvrtc_compile(const char *source, const char *name, const CudaCompileOptions *o, Cubin *out,

@@ -14,6 +14,7 @@
 #include <nvrtc.h>
 
 #include "codegen/cuda/cuda.h"
+#include "codegen/cuda/libs.h"
 
 /* The entry points coil uses, resolved once per process (pthread_once: they never
  * change, so this is the one piece of global state, and it is immutable after). */
@@ -33,6 +34,8 @@ typedef struct Nvrtc {
     nvrtcResult (*ptx)(nvrtcProgram, char *);
     const char *(*error_string)(nvrtcResult);
     int major, minor;
+    char path[4096];   /* the libnvrtc opened */
+    void *builtins;    /* libnvrtc-builtins, preloaded from libnvrtc's folder (or NULL) */
 } Nvrtc;
 
 static Nvrtc nv;
@@ -46,14 +49,27 @@ static void *sym(const char *name)
     return f;
 }
 
+/* NVRTC opens libnvrtc-builtins.so.<major>.<minor> by name when it compiles, so a libnvrtc
+ * found outside the loader's path (the toolkit's lib64, a Python wheel) would fail every
+ * compile. Loaded here from libnvrtc's own folder, the builtins are already in the process
+ * when NVRTC asks for them by that name (the loader matches it against their soname). */
+static void preload_builtins(void)
+{
+    char dir[4096], file[4400];
+    if (!cuda_lib_origin(nv.lib, dir, sizeof dir))
+        return;
+    snprintf(file, sizeof file, "%s/libnvrtc-builtins.so.%d.%d", dir, nv.major, nv.minor);
+    if (access(file, R_OK) == 0)
+        nv.builtins = dlopen(file, RTLD_NOW | RTLD_GLOBAL);
+}
+
 static void nv_open(void)
 {
-    static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
-                                        "/usr/local/cuda/lib64/libnvrtc.so"};
-    for (size_t i = 0; i < sizeof names / sizeof *names && !nv.lib; i++)
-        nv.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
+    nv.lib = cuda_lib_open("COIL_LIBNVRTC", names, nv.path, sizeof nv.path);
     if (!nv.lib) {
-        nv.why = "libnvrtc.so was not found (install the CUDA toolkit, or add its lib64 to "
+        nv.why = "libnvrtc.so was not found in the loader's path, the CUDA toolkit's lib64 or "
+                 "Python's nvidia packages (install the CUDA toolkit, or add its lib64 to "
                  "LD_LIBRARY_PATH)";
         return;
     }
@@ -68,8 +84,10 @@ static void nv_open(void)
     nv.ptx_size = sym("nvrtcGetPTXSize");
     nv.ptx = sym("nvrtcGetPTX");
     nv.error_string = sym("nvrtcGetErrorString");
-    if (!nv.why)
-        nv.version(&nv.major, &nv.minor);
+    if (nv.why)
+        return;
+    nv.version(&nv.major, &nv.minor);
+    preload_builtins();
 }
 
 bool nvrtc_available(const char **why)
@@ -87,6 +105,11 @@ const char *nvrtc_version(char *buf, size_t n)
     else
         snprintf(buf, n, "none");
     return buf;
+}
+
+const char *nvrtc_library(void)
+{
+    return nvrtc_available(NULL) ? nv.path : NULL;
 }
 
 void cubin_free(Cubin *c)

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -174,16 +175,66 @@ static void test_error(void)
     }
 }
 
-int main(void)
+/* One small kernel compiled, no cache: the child run of test_builtins_found. */
+static int compile_one(void)
+{
+    CudaCompileOptions o = {.arch = "sm_80", .cache_dir = ""};
+    Cubin c;
+    Err e = {0};
+    bool ok = nvrtc_compile("extern \"C\" __global__ void k(float *x) { x[0] = sinf(x[0]); }",
+                            "one.cu", &o, &c, &e);
+    if (!ok)
+        fprintf(stderr, "under ld.so --inhibit-cache: %s\n", e.msg);
+    cubin_free(&c);
+    return ok ? 0 : 1;
+}
+
+/* NVRTC opens libnvrtc-builtins by name while compiling: with libnvrtc found outside the
+ * loader's path (here: the ld.so cache ignored, so only coil's own search finds it), the
+ * builtins must already be loaded from libnvrtc's folder or every compile fails. */
+static void test_builtins_found(void)
+{
+    static const char *const loaders[] = {"/lib64/ld-linux-x86-64.so.2",
+                                          "/lib/ld-linux-aarch64.so.1"};
+    const char *ld = NULL;
+    for (size_t i = 0; i < sizeof loaders / sizeof *loaders && !ld; i++)
+        if (access(loaders[i], X_OK) == 0)
+            ld = loaders[i];
+    if (!ld || getenv("LD_LIBRARY_PATH")) {
+        printf("builtins test skipped: %s\n", ld ? "LD_LIBRARY_PATH is set" : "no known ld.so");
+        return;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1); /* after exec it is ld.so */
+    CHECK(n > 0);
+    if (n <= 0)
+        return;
+    self[n] = 0;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(ld, ld, "--inhibit-cache", self, "--compile-one", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+          WEXITSTATUS(status) == 0);
+}
+
+int main(int argc, char **argv)
 {
     const char *why;
+    if (argc > 1 && strcmp(argv[1], "--compile-one") == 0)
+        return compile_one();
     if (!nvrtc_available(&why)) {
         printf("skipped: %s\n", why);
         return 0;
     }
     char v[32];
     printf("NVRTC %s\n", nvrtc_version(v, sizeof v));
+    printf("NVRTC from %s\n", nvrtc_library());
     test_error();
+    test_builtins_found();
     test_cache();
     test_examples();
     test_fixtures();

@@ -135,6 +135,29 @@ static void test_align_and_kinds(void)
     plan_free(&mp);
 }
 
+/* A GPU's plan: every temporary's offset and size a multiple of 256 bytes. */
+static void test_align_256(void)
+{
+    Prog pr;
+    Err e = {0};
+    SymBind none = {0};
+    MemoryPlan mp;
+    prog_init(&pr, 4, NULL);
+    add_temp(&pr, 12, 0, 1);
+    add_temp(&pr, 300, 1, 2);
+    add_temp(&pr, 1, 0, 3);
+    add_temp(&pr, 257, 2, 3);
+    if (!plan_memory_aligned(&pr.p, &none, 256, &mp, &e)) {
+        fprintf(stderr, "plan_memory_aligned: %s\n", e.msg);
+        check_failures++;
+        return;
+    }
+    for (int b = 0; b < pr.p.nbuf; b++)
+        CHECK(mp.offset[b] % 256 == 0);
+    CHECK(mp.arena_bytes % 256 == 0 && mp.arena_bytes == 256 + 512 + 512);
+    plan_free(&mp);
+}
+
 /* Random programs: every invariant, on every pair. */
 static void test_random(void)
 {
@@ -248,6 +271,7 @@ int main(void)
 {
     test_share();
     test_align_and_kinds();
+    test_align_256();
     test_random();
     test_symbolic();
     test_chain();
