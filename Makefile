@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all setup configure build demo test clean
+.PHONY: all setup configure build demo test gpu-kit clean
 
 all: build
 
@@ -27,6 +27,12 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# .gpu-kit/: what a GPU machine without LLVM, OpenBLAS, flex and bison needs to build coil
+# (scripts/reduced-build.sh there): the generated parser and lexer, the GPT-2 corpus and
+# CPU reference results, which come from build/coil, hence the build first.
+gpu-kit: build
+	COIL=$(BUILD)/coil bash scripts/gpu-kit.sh .gpu-kit
 
 clean:
 	rm -rf $(BUILD)

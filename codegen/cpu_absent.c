@@ -1,6 +1,7 @@
 /* cpu_absent.c — the CPU backend's interface in a build without LLVM (-DCOIL_LLVM=OFF, as
  * on a GPU machine without llvm-19-dev): compiling fails saying so, and the compile
- * pipeline then runs kernels through the loop evaluator and GEMMs on OpenBLAS. */
+ * pipeline then runs kernels through the loop evaluator and GEMMs on the BLAS path (OpenBLAS,
+ * or coil's portable GEMM in a build without it: -DCOIL_OPENBLAS=OFF). */
 #include "codegen/cpu/cpu.h"
 
 static const char why[] = "this coil was built without LLVM (-DCOIL_LLVM=OFF), so it has no "

@@ -22,9 +22,10 @@ const char *compile_mode_name(CompileMode m);
 
 typedef struct CompileOptions {
     bool no_fusion;      /* one kernel per op, no epilogues (--no-fusion) */
-    bool no_llvm;        /* kernels through the loop evaluator, GEMMs on OpenBLAS (also
+    bool no_llvm;        /* kernels through the loop evaluator, GEMMs on the BLAS path (also
                             what a build without LLVM does: cpu_available() is false) */
-    bool blas_gemm;      /* GEMMs on OpenBLAS even when the generated kernels can run */
+    bool blas_gemm;      /* GEMMs on the BLAS path (OpenBLAS, or runtime/sgemm.c in a build
+                            without it) even when the generated kernels can run */
     int threads;         /* 0: one per core */
     CpuOptions cpu;
     const char *object;  /* load this object file (a package's) instead of running LLVM */

@@ -1,19 +1,27 @@
-/* gemm.c — a Program's GEMM steps on the CPU: each batch is one OpenBLAS sgemm.
+/* gemm.c — a Program's GEMM steps on the CPU: each batch is one sgemm on the BLAS path
+ * (OpenBLAS, or coil's portable GEMM, runtime/sgemm.c, in a build without it).
  *
  * An f32 operand whose rows or columns are contiguous goes to sgemm as it is (a transposed
- * weight is CblasTrans with its column stride as the leading dimension); any other
+ * weight is read transposed, with its column stride as the leading dimension); any other
  * operand (f16, bf16, a zero or negative stride) is first packed into a dense f32 panel in
  * the order of its memory (a transposed one stays transposed: the copy streams), and a C
  * that sgemm cannot write in place is computed into a panel and stored back, rounding to
- * its dtype. Batches run one after another, each sgemm on OpenBLAS's threads;
+ * its dtype. Batches run one after another, each sgemm on the BLAS path's threads;
  * a panel is reused while its operand's offset repeats (a batch-broadcast weight). */
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/gemm.h"
 #include "runtime/pool.h"
+
+#ifdef COIL_HAVE_OPENBLAS /* set by CMake for this file alone (-DCOIL_OPENBLAS=ON) */
+#include <cblas.h>
+#else
+#include <stdatomic.h>
+
+#include "runtime/sgemm.h"
+#endif
 
 /* One operand at concrete sizes: element (r, c) of batch offset `off` is at
  * base[off + r * rs + c * cs]. */
@@ -27,13 +35,41 @@ typedef struct Mat {
     int64_t panel_off;  /* the offset the panel holds, -1 none */
 } Mat;
 
-/* How sgemm reads or writes a matrix in place. */
+/* How sgemm reads or writes a matrix in place: row-major as it is, or transposed. */
 typedef struct BlasView {
-    CBLAS_TRANSPOSE trans;
+    bool trans;
     int64_t ld;
 } BlasView;
 
+/* The BLAS path, picked at build time: row-major C = op(A) op(B), sizes checked to fit int. */
+#ifdef COIL_HAVE_OPENBLAS
+const char *gemm_blas_name(void) { return "OpenBLAS"; }
+
 void gemm_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : pool_default_threads()); }
+
+static void blas_sgemm(BlasView va, BlasView vb, int64_t m, int64_t n, int64_t k,
+                       const float *a, const float *b, float *c, int64_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans,
+                vb.trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
+                (int)va.ld, b, (int)vb.ld, 0.0f, c, (int)ldc);
+}
+#else
+const char *gemm_blas_name(void) { return "portable GEMM"; }
+
+/* Like OpenBLAS's count, one for the whole process (0: one thread per available CPU). */
+static atomic_int blas_threads;
+
+void gemm_set_threads(int n) { atomic_store(&blas_threads, n > 0 ? n : 0); }
+
+static void blas_sgemm(BlasView va, BlasView vb, int64_t m, int64_t n, int64_t k,
+                       const float *a, const float *b, float *c, int64_t ldc)
+{
+    int threads = atomic_load(&blas_threads);
+    sgemm_portable(va.trans, vb.trans, m, n, k, a, va.ld, b, vb.ld, c, ldc,
+                   threads > 0 ? threads : pool_default_threads());
+}
+#endif
 
 static Mat mat_make(const GemmOperand *o, int nbatch, void *const *bufs, const DType *dts,
                     const SymBind *sb, int64_t rows, int64_t cols)
@@ -54,11 +90,11 @@ static bool blas_view(const Mat *m, BlasView *v)
         return false;
     int64_t r = m->rows > 1 ? m->rows : 1, c = m->cols > 1 ? m->cols : 1;
     if ((m->cols <= 1 || m->cs == 1) && (m->rows <= 1 || m->rs >= c)) {
-        *v = (BlasView){CblasNoTrans, m->rows <= 1 ? c : m->rs};
+        *v = (BlasView){false, m->rows <= 1 ? c : m->rs};
         return v->ld <= INT_MAX;
     }
     if ((m->rows <= 1 || m->rs == 1) && (m->cols <= 1 || m->cs >= r)) {
-        *v = (BlasView){CblasTrans, m->cols <= 1 ? r : m->cs};
+        *v = (BlasView){true, m->cols <= 1 ? r : m->cs};
         return v->ld <= INT_MAX;
     }
     return false;
@@ -148,12 +184,12 @@ static float *operand(Mat *m, int64_t off, bool is_c, BlasView *v)
     if (!m->panel && blas_view(m, v))
         return (float *)m->base + off;
     if (is_c) { /* computed row-major, then stored by unpack */
-        *v = (BlasView){CblasNoTrans, m->cols > 1 ? m->cols : 1};
+        *v = (BlasView){false, m->cols > 1 ? m->cols : 1};
         return m->panel;
     }
     pack(m, off);
     bool cm = column_major(m);
-    *v = (BlasView){cm ? CblasTrans : CblasNoTrans, cm ? m->rows : (m->cols > 1 ? m->cols : 1)};
+    *v = (BlasView){cm, cm ? m->rows : (m->cols > 1 ? m->cols : 1)};
     return m->panel;
 }
 
@@ -179,8 +215,7 @@ static void gemm_one(Mat *a, Mat *b, Mat *c, int64_t k, const int64_t off[3])
     BlasView va, vb, vc;
     const float *pa = operand(a, off[0], false, &va), *pb = operand(b, off[1], false, &vb);
     float *pc = operand(c, off[2], true, &vc);
-    cblas_sgemm(CblasRowMajor, va.trans, vb.trans, (int)c->rows, (int)c->cols, (int)k, 1.0f, pa,
-                (int)va.ld, pb, (int)vb.ld, 0.0f, pc, (int)vc.ld);
+    blas_sgemm(va, vb, c->rows, c->cols, k, pa, pb, pc, vc.ld);
     if (c->panel)
         unpack(c, off[2]);
 }
@@ -189,7 +224,7 @@ static void gemm_one(Mat *a, Mat *b, Mat *c, int64_t k, const int64_t off[3])
 static bool needs_panel(const Mat *m, bool is_c)
 {
     BlasView v;
-    return !blas_view(m, &v) || (is_c && v.trans != CblasNoTrans);
+    return !blas_view(m, &v) || (is_c && v.trans);
 }
 
 static bool alloc_panels(Mat *m[3], Err *e)
