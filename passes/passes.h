@@ -83,6 +83,12 @@ Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e);
 bool precision_parse(const char *s, DType *dt);
 Graph *pass_mixed_precision(const Graph *g, DType low, Err *e);
 
+/* retype.c: the whole model in another float dtype, as PyTorch's model.to(dtype): every
+ * value of dtype `from` (inputs, parameters, constants rounded, every op's result, casts'
+ * and leaves' declared types) becomes `to`; integer and bool values stay. Both dtypes must
+ * be float (else ERR_USAGE); a constant overflowing `to` is an error naming the node. */
+Graph *pass_retype(const Graph *g, DType from, DType to, Err *e);
+
 /* Folded values larger than this stay as computations: constants print as text. */
 #define FOLD_MAX_ELEMS 65536
 

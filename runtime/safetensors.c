@@ -1,5 +1,6 @@
 /* safetensors.c — the safetensors weight format: a validating reader (files come from
- * anywhere, so every offset is checked before use), a writer, and binding by parameter name.
+ * anywhere, so every offset is checked before use), a writer, and binding by parameter name
+ * (exact, or rounding F32 tensors to a retyped model's f16/bf16 parameters).
  * Tensor bytes are little-endian in the file and copied as they are (coil hosts are LE). */
 #include <stdarg.h>
 #include <stdio.h>
@@ -335,13 +336,21 @@ static void msg_list(Msg *m, const char *title, const char *const *names, int n)
         msg_add(m, " ... and %d more", n - shown);
 }
 
+/* Whether an entry of dtype have binds a parameter of dtype want: the same, or with
+ * rounding allowed an F32 tensor for an f16 or bf16 parameter. */
+static bool dtype_binds(DType want, DType have, bool round_f32)
+{
+    return want == have || (round_f32 && have == DT_F32 && (want == DT_F16 || want == DT_BF16));
+}
+
 /* Check one entry against the param node it binds; a mismatch is added to m. */
-static bool entry_matches(const Graph *g, const Node *p, const StEntry *en, Msg *m)
+static bool entry_matches(const Graph *g, const Node *p, const StEntry *en, bool round_f32, Msg *m)
 {
     SymBind none = {0};
     int64_t dims[COIL_MAX_RANK];
     char want[256], got[256];
-    bool ok = type_resolve(&p->type, &none, dims) && p->type.dt == en->dt && p->type.rank == en->rank;
+    bool ok = type_resolve(&p->type, &none, dims) && dtype_binds(p->type.dt, en->dt, round_f32) &&
+              p->type.rank == en->rank;
     for (int d = 0; ok && d < en->rank; d++)
         ok = dims[d] == en->shape[d];
     if (ok)
@@ -355,6 +364,7 @@ static bool entry_matches(const Graph *g, const Node *p, const StEntry *en, Msg 
 }
 
 typedef struct Binding {
+    bool round_f32; /* F32 entries bind f16 and bf16 parameters, rounded */
     int nparam, *ids;
     const char **missing, **unexpected;
     int nmissing, nunexpected, nbad;
@@ -393,30 +403,49 @@ static void match_names(const Graph *g, const StFile *f, Binding *b, Msg *m)
             continue;
         }
         b->used[en - f->entry] = true;
-        b->nbad += !entry_matches(g, p, en, m);
+        b->nbad += !entry_matches(g, p, en, b->round_f32, m);
     }
     for (int i = 0; i < f->nentry; i++)
         if (!b->used[i])
             b->unexpected[b->nunexpected++] = f->entry[i].name;
 }
 
+/* An entry's data as a tensor of dtype dt (its own, or f16/bf16 from F32: rounded). */
+static bool entry_as(const StFile *f, const StEntry *en, DType dt, Tensor *out, Err *e)
+{
+    Tensor raw;
+    if (!safetensors_tensor(f, en, &raw, e))
+        return false;
+    if (raw.dt == dt) {
+        *out = raw;
+        return true;
+    }
+    bool ok = tensor_alloc(out, dt, raw.rank, raw.shape, e);
+    for (int64_t i = 0; ok && i < tensor_numel(&raw); i++)
+        dtype_store(dt, out->data, i, dtype_load(raw.dt, raw.data, i));
+    tensor_free(&raw);
+    return ok;
+}
+
 static bool load_params(const Graph *g, const StFile *f, const Binding *b, Tensor *params, Err *e)
 {
-    for (int i = 0; i < b->nparam; i++)
-        if (!safetensors_tensor(f, safetensors_find(f, node_name(&g->node[b->ids[i]])), &params[i], e)) {
+    for (int i = 0; i < b->nparam; i++) {
+        const Node *p = &g->node[b->ids[i]];
+        if (!entry_as(f, safetensors_find(f, node_name(p)), p->type.dt, &params[i], e)) {
             for (int j = 0; j < i; j++)
                 tensor_free(&params[j]);
             return false;
         }
+    }
     return true;
 }
 
-bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e)
+static bool bind(const Graph *g, const char *path, bool round_f32, Tensor *params, Err *e)
 {
     StFile f;
     if (!safetensors_read(path, &f, e))
         return false;
-    Binding b = {0};
+    Binding b = {.round_f32 = round_f32};
     Msg shapes = {.n = 0};
     bool ok = binding_alloc(&b, g, &f);
     if (!ok)
@@ -429,6 +458,9 @@ bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e)
         msg_list(&m, "missing from the file", b.missing, b.nmissing);
         msg_list(&m, "in the file but not in the model", b.unexpected, b.nunexpected);
         msg_add(&m, "%s", shapes.s);
+        if (b.nbad && round_f32)
+            msg_add(&m, "\n  (F32 tensors are rounded to f16 and bf16 parameters; other dtypes "
+                    "must match)");
         err_set(e, ERR_INPUT, "%s", m.s);
         ok = false;
     }
@@ -436,6 +468,16 @@ bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e)
     binding_free(&b);
     safetensors_free(&f);
     return ok;
+}
+
+bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e)
+{
+    return bind(g, path, false, params, e);
+}
+
+bool safetensors_bind_rounded(const Graph *g, const char *path, Tensor *params, Err *e)
+{
+    return bind(g, path, true, params, e);
 }
 
 /* ---------------------------------------------------------------- writing */

@@ -48,6 +48,10 @@ bool safetensors_tensor(const StFile *f, const StEntry *en, Tensor *out, Err *e)
  * Dtype and shape are checked against each param's type; every missing parameter and every
  * tensor the graph does not use are listed in one error. On failure params are left empty. */
 bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e);
+/* The same, but an F32 tensor also binds an f16 or bf16 parameter, rounded to it (to
+ * nearest even; beyond f16's range, inf, as torch's .to() gives): f32 weights for a model
+ * retyped by `--dtype bf16|f16`. Only that conversion: other dtypes must still match. */
+bool safetensors_bind_rounded(const Graph *g, const char *path, Tensor *params, Err *e);
 
 /* Write n tensors under names (metadata: nmeta key/value pairs, may be 0). The file is
  * written beside path, fsynced and renamed over it, so a crash never leaves half a

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "runtime/gemm.h"
 #include "runtime/json.h"
 #include "runtime/peak.h"
 #include "runtime/pool.h"
@@ -19,6 +20,7 @@ typedef struct Figures {
     EngineStats gemms;         /* the CPU's */
     CudaEngineStats gpu;       /* a GPU's (device set) */
     const char *device;        /* NULL: the CPU; else the GPU's name */
+    const char *dtype;         /* the model's float dtype (model_dtype) */
     CompileMode mode;
     double tune_s;             /* max-autotune: seconds the tuning run spent tuning */
     double default_median_s;   /* max-autotune: the same runs with the heuristics' kernels */
@@ -87,6 +89,18 @@ static int64_t peak_rss(void)
     return getrusage(RUSAGE_SELF, &u) == 0 ? (int64_t)u.ru_maxrss * 1024 : -1;
 }
 
+/* What the model computes in: its first float parameter's dtype (else its first float
+ * input's), so a package compiled with --dtype reports its own. */
+static const char *model_dtype(const Graph *g)
+{
+    for (int i = 0; i < g->nnode; i++) {
+        const Node *n = &g->node[i];
+        if ((n->op == OP_PARAM || n->op == OP_INPUT) && dtype_info[n->type.dt].is_float)
+            return dtype_info[n->type.dt].name;
+    }
+    return dtype_info[DT_F32].name;
+}
+
 /* The batch: symbol B's size, else the first input's leading dimension, else 1. */
 static int64_t batch_of(const Prepared *r)
 {
@@ -100,11 +114,11 @@ static void print_text_report(const Prepared *r, const Figures *f)
 {
     double gflops = f->flops / f->median_s * 1e-9;
     if (f->device)
-        printf("model @%s, batch %lld, on %s (times include copying inputs in and outputs "
-               "out)\n", r->g->name, (long long)f->batch, f->device);
+        printf("model @%s in %s, batch %lld, on %s (times include copying inputs in and "
+               "outputs out)\n", r->g->name, f->dtype, (long long)f->batch, f->device);
     else
-        printf("model @%s, batch %lld, %lld threads (%s)\n", r->g->name, (long long)f->batch,
-               (long long)f->threads, peak_isa());
+        printf("model @%s in %s, batch %lld, %lld threads (%s)\n", r->g->name, f->dtype,
+               (long long)f->batch, (long long)f->threads, peak_isa());
     printf("compile   %.1f ms\n", f->compile_s * 1e3);
     printf("latency   %.3f ms median (min %.3f, max %.3f) over %lld runs after %lld warm-up\n",
            f->median_s * 1e3, f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs,
@@ -128,8 +142,8 @@ static void print_text_report(const Prepared *r, const Figures *f)
                "per run%s\n", f->gpu.gemm_cublas, f->gpu.gemm_lt, f->gpu.launches,
                f->gpu.graph_replays ? ", replayed as a CUDA graph" : "");
     else
-        printf("gemms     %d generated, %d OpenBLAS\n", f->gemms.gemm_generated,
-               f->gemms.gemm_blas);
+        printf("gemms     %d generated, %d %s\n", f->gemms.gemm_generated, f->gemms.gemm_blas,
+               gemm_blas_name());
 }
 
 static void print_json_report(const Prepared *r, const Figures *f)
@@ -139,14 +153,14 @@ static void print_json_report(const Prepared *r, const Figures *f)
     json_write_string(stdout, f->device ? f->device : "cpu");
     printf(", \"model\": ");
     json_write_string(stdout, r->g->name);
-    printf(", \"batch\": %lld, \"threads\": %lld, \"compile_s\": %.6f, \"median_ms\": %.6f, "
-           "\"min_ms\": %.6f, \"max_ms\": %.6f, \"runs\": %lld, \"warmup\": %lld, "
-           "\"samples_per_s\": %.4f, \"flops\": %.6g, \"gflops\": %.4f, \"peak_gflops\": %.4f, "
-           "\"peak_fraction\": %.6f, \"peak_memory_bytes\": %lld, \"planned_bytes\": %lld, "
-           "\"isa\": \"%s\", \"gemm_generated\": %d, \"gemm_blas\": %d, \"gemm_cublas\": %d, "
-           "\"gemm_cublaslt\": %d, \"cuda_graph\": %s, \"mode\": \"%s\", \"tune_s\": %.3f, "
-           "\"default_median_ms\": %.6f}\n",
-           (long long)f->batch, (long long)f->threads, f->compile_s, f->median_s * 1e3,
+    printf(", \"dtype\": \"%s\", \"batch\": %lld, \"threads\": %lld, \"compile_s\": %.6f, "
+           "\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"runs\": %lld, "
+           "\"warmup\": %lld, \"samples_per_s\": %.4f, \"flops\": %.6g, \"gflops\": %.4f, "
+           "\"peak_gflops\": %.4f, \"peak_fraction\": %.6f, \"peak_memory_bytes\": %lld, "
+           "\"planned_bytes\": %lld, \"isa\": \"%s\", \"gemm_generated\": %d, \"gemm_blas\": %d, "
+           "\"gemm_cublas\": %d, \"gemm_cublaslt\": %d, \"cuda_graph\": %s, \"mode\": \"%s\", "
+           "\"tune_s\": %.3f, \"default_median_ms\": %.6f}\n",
+           f->dtype, (long long)f->batch, (long long)f->threads, f->compile_s, f->median_s * 1e3,
            f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs, (long long)f->warmup,
            (double)f->batch / f->median_s, f->flops, gflops, f->peak_gflops,
            f->peak_gflops > 0 ? gflops / f->peak_gflops : 0.0, (long long)f->rss_bytes,
@@ -221,7 +235,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
         {"--seed", .value = &a->seed},       {"--profile", .on = &a->profile},
         {"--device", .value = &a->device},   {"--cuda-graphs", .on = &a->graphs},
         {"--allow-tf32", .on = &a->tf32},    {"--mode", .value = &a->mode},
-        {"--cache", .value = &a->cache},
+        {"--cache", .value = &a->cache},     {"--dtype", .value = &a->dtype},
     };
     SymSize sizes[argc + 2];
     Figures f = {0};
@@ -251,6 +265,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
     Err e = {0};
     Prepared r;
     bool ok = prepare(&r, a, sizes, nsizes, seed, &e);
+    f.dtype = ok ? model_dtype(r.g) : NULL;
     if (ok && a->batch && graph_sym_find(r.g, "B", 1) < 0) {
         err_set(&e, ERR_USAGE, "--batch: model @%s has no symbolic dimension B", r.g->name);
         ok = false;

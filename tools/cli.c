@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "frontend/frontend.h"
+#include "passes/passes.h"
 #include "tools/cli.h"
 
 /* Located messages ("FILE:LINE:COL: error: ...") print as they are, others after "coil: ". */
@@ -35,6 +36,25 @@ int help(const Command *cmd)
     return EXIT_OK;
 }
 
+/* Flags a command does not take but a user may reach for there, and what to use instead. */
+static const struct {
+    const char *command, *flag, *instead;
+} flag_hints[] = {
+    {"train", "--dtype", "coil train takes --precision bf16|f16 (autocast: matmuls in it, f32 "
+     "master weights); a whole model in one dtype is for run, bench, compile and check"},
+    {"plan", "--dtype", "coil plan takes --precision bf16|f16, as coil train does"},
+};
+
+static int unknown_option(const Command *cmd, const char *arg)
+{
+    size_t n = strcspn(arg, "=");
+    for (size_t i = 0; i < sizeof flag_hints / sizeof *flag_hints; i++)
+        if (strcmp(cmd->name, flag_hints[i].command) == 0 &&
+            strlen(flag_hints[i].flag) == n && strncmp(arg, flag_hints[i].flag, n) == 0)
+            return usage_error(cmd, "unknown option '%s': %s", arg, flag_hints[i].instead);
+    return usage_error(cmd, "unknown option '%s'", arg);
+}
+
 /* Match argv[*i] against flags; "--name=value" and "--name value" are both accepted. */
 static int parse_flag(const Command *cmd, const Flag *flags, int nflags, int argc, char **argv,
                       int *i)
@@ -59,7 +79,7 @@ static int parse_flag(const Command *cmd, const Flag *flags, int nflags, int arg
             *f->value = value;
         return EXIT_OK;
     }
-    return usage_error(cmd, "unknown option '%s'", arg);
+    return unknown_option(cmd, arg);
 }
 
 int parse_args(const Command *cmd, const Flag *flags, int nflags, int argc, char **argv, Args *a)
@@ -141,9 +161,20 @@ static int parse_dims(const Command *cmd, const List *dims, SymSize *sizes)
     return EXIT_OK;
 }
 
+static int check_dtype(const Command *cmd, const Args *a)
+{
+    DType dt;
+    if (a->dtype && !precision_parse(a->dtype, &dt))
+        return usage_error(cmd, "--dtype %s: expected f32, bf16 or f16 (the dtype the whole "
+                           "model runs in)", a->dtype);
+    return EXIT_OK;
+}
+
 int check_model_args(const Command *cmd, const Args *a, SymSize *sizes)
 {
-    int rc = check_pairs(cmd, "--set", &a->set);
+    int rc = check_dtype(cmd, a);
+    if (rc == EXIT_OK)
+        rc = check_pairs(cmd, "--set", &a->set);
     if (rc == EXIT_OK)
         rc = check_pairs(cmd, "--input", &a->input);
     if (rc == EXIT_OK)
@@ -196,10 +227,23 @@ int print_text(char *text, const char *what)
     return EXIT_OK;
 }
 
+/* The model in --dtype's dtype: a dtype is part of what the model is (its parameters'
+ * bytes, its inputs' types), so every stage after loading sees the retyped graph: the
+ * drawn inputs and parameters, check's summary and plan, dump, the compiler, packages. */
+static Graph *in_dtype(Graph *g, const Args *a, Err *e)
+{
+    DType to = DT_F32;
+    if (!g || !a->dtype || !precision_parse(a->dtype, &to) || to == DT_F32)
+        return g; /* --dtype was checked by check_model_args */
+    Graph *retyped = pass_retype(g, DT_F32, to, e);
+    graph_free(g);
+    return retyped;
+}
+
 Graph *load_model(const Args *a, uint64_t seed, Err *e)
 {
     ModelOptions opt = {(const char *const *)a->set.item, a->set.n, a->train, seed};
-    return model_load(a->model, &opt, e);
+    return in_dtype(model_load(a->model, &opt, e), a, e);
 }
 
 bool device_is_cuda(const Args *a) { return a->device && strcmp(a->device, "cuda") == 0; }

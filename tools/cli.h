@@ -35,7 +35,7 @@ struct Args {
     const char *model;
     bool help, interp, params, train, all, no_fusion, json, blas, profile, graphs, tf32;
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
-        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report, *rng_step;
+        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report, *rng_step, *dtype;
     List input, set, dim; /* "NAME=VALUE" strings */
 };
 
@@ -57,7 +57,8 @@ void args_free(Args *a);
 /* "NAME=VALUE" split at the first '=': false when there is no name or no '='. */
 bool split_pair(const char *s, size_t *name_len, const char **value);
 bool parse_u64(const char *s, uint64_t *out);
-/* --set and --dim pairs checked, then the dims' sizes parsed into sizes[a->dim.n]. */
+/* --set and --dim pairs and --dtype checked, then the dims' sizes parsed into
+ * sizes[a->dim.n]. */
 int check_model_args(const Command *cmd, const Args *a, SymSize *sizes);
 /* A positive count flag (--threads, --runs): def when absent. */
 int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
@@ -70,7 +71,8 @@ int parse_positive(const Command *cmd, const char *flag, const char *value, cons
 /* Print text the caller allocated (NULL: out of memory). */
 int print_text(char *text, const char *what);
 
-/* The model file (.cir, .coil) a command names, loaded with --set, --train and a seed. */
+/* The model file (.cir, .coil) a command names, loaded with --set, --train, a seed and
+ * --dtype (the whole model retyped from f32; see passes/retype.c). */
 Graph *load_model(const Args *a, uint64_t seed, Err *e);
 /* --device (cpu or cuda), and the flags only a GPU takes (--cuda-graphs, --allow-tf32,
  * --arch) refused without it. */
@@ -107,6 +109,12 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_train(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_plan(const Command *cmd, Args *a, int argc, char **argv);
+
+/* --dtype's help lines, shared by the commands that take it. */
+#define DTYPE_HELP                                                                        \
+    "  --dtype f32|bf16|f16   the whole model in this dtype, as PyTorch's model.to(dtype):\n" \
+    "                         parameters, inputs and every activation stored in it, kernels\n" \
+    "                         computing in f32 (default f32: as written)\n"
 
 /* --mode's help lines, shared by the commands that take it. */
 #define MODE_HELP                                                                         \

@@ -120,7 +120,8 @@ static int cmd_dump(const Command *cmd, Args *a, int argc, char **argv)
     const Flag flags[] = {{"--set", .list = &a->set},        {"--passes", .value = &a->passes},
                           {"--format", .value = &a->format}, {"--after", .value = &a->after},
                           {"--all", .on = &a->all},          {"--train", .on = &a->train},
-                          {"--no-fusion", .on = &a->no_fusion}};
+                          {"--no-fusion", .on = &a->no_fusion},
+                          {"--dtype", .value = &a->dtype}};
     DumpPlan plan = {0};
     int rc = parse_args(cmd, flags, sizeof flags / sizeof *flags, argc, argv, a);
     bool stage = is_codegen_stage(a->after);
@@ -168,7 +169,8 @@ static int cmd_check(const Command *cmd, Args *a, int argc, char **argv)
     const Flag flags[] = {{"--set", .list = &a->set},
                           {"--dim", .list = &a->dim},
                           {"--params", .on = &a->params},
-                          {"--no-fusion", .on = &a->no_fusion}};
+                          {"--no-fusion", .on = &a->no_fusion},
+                          {"--dtype", .value = &a->dtype}};
     SymSize sizes[argc + 1];
     int rc = parse_args(cmd, flags, sizeof flags / sizeof *flags, argc, argv, a);
     if (rc == EXIT_OK && !a->help)
@@ -205,6 +207,8 @@ static const Command commands[] = {
      "options:\n"
      "  --input NAME=FILE.npy  the value of graph input NAME (repeatable)\n"
      "  --weights FILE         parameters from a .safetensors file, by name\n"
+     DTYPE_HELP
+     "                         (f32 --input and --weights files are rounded to it)\n"
      "  --out DIR              write each output to DIR/<output name>.npy\n"
      "  --seed N               seed of random inputs and initializers (default 0)\n"
      "  --dim NAME=N           size of symbolic dimension NAME for random inputs\n"
@@ -216,7 +220,8 @@ static const Command commands[] = {
      "                         as coil train's micro-batch N draws them (step x accum + m)\n"
      "  --threads N            threads for kernels and GEMMs (default: one per CPU)\n"
      "  --no-fusion            one kernel per op, no GEMM epilogues (for comparison)\n"
-     "  --blas                 GEMMs on OpenBLAS instead of coil's generated kernels\n"
+     "  --blas                 GEMMs on OpenBLAS (coil's portable GEMM in a build without\n"
+     "                         it) instead of coil's generated kernels\n"
      "  --interp               evaluate with the reference interpreter (f64, one thread)\n"
      "  --device cpu|cuda      where to run (default cpu); a package runs where it was\n"
      "                         compiled for\n"
@@ -244,9 +249,12 @@ static const Command commands[] = {
      "  --warmup N             untimed runs first (default 3)\n"
      "  --peak GFLOPS          the machine's peak, instead of measuring it\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     DTYPE_HELP
      "  --no-fusion            one kernel per op, no GEMM epilogues\n"
-     "  --blas                 GEMMs on OpenBLAS instead of coil's generated kernels\n"
-     "  --json                 one JSON object instead of text (bench/run.sh reads it)\n"
+     "  --blas                 GEMMs on OpenBLAS (coil's portable GEMM in a build without\n"
+     "                         it) instead of coil's generated kernels\n"
+     "  --json                 one JSON object instead of text (bench/run.sh reads it),\n"
+     "                         the model's dtype among its fields\n"
      "  --profile              also time every step and list the slowest\n"
      "  --device cpu|cuda      where to run (default cpu)\n"
      "  --cuda-graphs          cuda: replay each run as a CUDA graph once captured\n"
@@ -324,7 +332,8 @@ static const Command commands[] = {
      "  --mode MODE            as for run (max-autotune tunes the joint graph)\n"
      "  --precision P          f32 (default); bf16 or f16: matmuls read operands cast to\n"
      "                         it, products back to f32; everything else and the master\n"
-     "                         weights stay f32; f16 scales the loss dynamically\n"
+     "                         weights stay f32; f16 scales the loss dynamically (run's\n"
+     "                         --dtype, the whole model in one dtype, is not for training)\n"
      "  --loss-scale X         f16's first loss scale (default 65536)\n"
      "  --device cpu|cuda      where the step runs (cuda: the joint graph and the optimizer,\n"
      "                         one fused launch; parameters and state stay on the GPU)\n"
@@ -379,6 +388,8 @@ static const Command commands[] = {
      "                         is always written)\n"
      "  --dim NAME=N           sizes for plan.json's offsets (repeatable)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     DTYPE_HELP
+     "                         (the package records it: `coil run DIR` runs in it)\n"
      "  --train                training mode: dropout is active\n"
      "  --no-fusion            one kernel per op, no GEMM epilogues\n"
      "  --mode max-autotune    cuda: NVRTC's full optimisation (default: ptxas's costliest\n"
@@ -390,6 +401,7 @@ static const Command commands[] = {
      "An unknown pass name is a usage error; nothing runs.\n"},
     {"check", cmd_check, "check a model and summarize it: signature, parameters, FLOPs, memory",
      "usage: coil check MODEL [--set NAME=VALUE]... [--dim NAME=N]... [--params] [--no-fusion]\n"
+     "                        [--dtype f32|bf16|f16]\n"
      "\n"
      "Loads and verifies the model without running it, then prints its inputs, outputs,\n"
      "parameter count and bytes, node count, the FLOPs of one call and the planned peak\n"
@@ -400,10 +412,13 @@ static const Command commands[] = {
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --dim NAME=N           size of symbolic dimension NAME (repeatable)\n"
      "  --params               also list every parameter: name, type, initializer\n"
-     "  --no-fusion            plan memory for one kernel per op\n"},
+     "  --no-fusion            plan memory for one kernel per op\n"
+     DTYPE_HELP
+     "                         (the bytes and the plan are the retyped model's)\n"},
     {"dump", cmd_dump, "print a model's IR, fusion plan or loop IR",
      "usage: coil dump MODEL [--after=PASS|fuse|lower | --all] [--passes=a,b,...]\n"
      "                       [--format=text|dot] [--set NAME=VALUE]... [--train] [--no-fusion]\n"
+     "                       [--dtype f32|bf16|f16]\n"
      "\n"
      "Loads the model (.cir or .coil) and prints it as IR text, which `coil opt` reads\n"
      "back, or with --format=dot as a Graphviz digraph (render it with `dot -Tsvg`).\n"
@@ -418,7 +433,8 @@ static const Command commands[] = {
      "  --format text|dot      IR text (default) or Graphviz\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout stays (else it is the identity)\n"
-     "  --no-fusion            (fuse, lower) one group per op\n"},
+     "  --no-fusion            (fuse, lower) one group per op\n"
+     DTYPE_HELP},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -68,7 +68,7 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
                           {"--dim", .list = &a->dim},       {"--set", .list = &a->set},
                           {"--train", .on = &a->train},     {"--no-fusion", .on = &a->no_fusion},
                           {"--device", .value = &a->device}, {"--arch", .value = &a->arch},
-                          {"--mode", .value = &a->mode}};
+                          {"--mode", .value = &a->mode},    {"--dtype", .value = &a->dtype}};
     SymSize sizes[argc + 1];
     int rc = parse_args(cmd, flags, sizeof flags / sizeof *flags, argc, argv, a);
     if (rc == EXIT_OK && !a->help)

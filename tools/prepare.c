@@ -66,6 +66,27 @@ static int static_dim_mismatch(const Type *want, const Tensor *t)
     return -1;
 }
 
+/* Whether --dtype retyped the model from f32: then f32 inputs and weights are rounded to
+ * it, so the files that serve the f32 model serve the bf16 and f16 ones. */
+static bool retyped(const Args *a) { return a->dtype && strcmp(a->dtype, "f32") != 0; }
+
+/* An f32 array for an input the retyped model holds in f16 or bf16, rounded to it. Other
+ * dtypes are left for check_input to refuse. */
+static bool round_to_input(const Graph *g, int i, Tensor *t, Err *e)
+{
+    DType want = g->node[g->input[i]].type.dt;
+    if (t->dt != DT_F32 || (want != DT_F16 && want != DT_BF16))
+        return true;
+    Tensor r;
+    if (!tensor_alloc(&r, want, t->rank, t->shape, e))
+        return false;
+    for (int64_t k = 0; k < tensor_numel(t); k++)
+        dtype_store(want, r.data, k, dtype_load(DT_F32, t->data, k));
+    tensor_free(t);
+    *t = r;
+    return true;
+}
+
 /* The file's dtype, rank and static dims must be the input's; symbolic dims are checked
  * together when the graph binds them. */
 static bool check_input(const Graph *g, int i, const Tensor *t, const char *file, Err *e)
@@ -100,7 +121,8 @@ static bool read_inputs(Prepared *r, const Args *a, Err *e)
         if (!npy_read(file, &r->inputs[i], e))
             return false;
         r->given[i] = true;
-        if (!check_input(r->g, i, &r->inputs[i], file, e))
+        if ((retyped(a) && !round_to_input(r->g, i, &r->inputs[i], e)) ||
+            !check_input(r->g, i, &r->inputs[i], file, e))
             return false;
     }
     return true;
@@ -108,6 +130,8 @@ static bool read_inputs(Prepared *r, const Args *a, Err *e)
 
 static bool load_params(Prepared *r, const Args *a, uint64_t seed, Err *e)
 {
+    if (a->weights && retyped(a))
+        return safetensors_bind_rounded(r->g, a->weights, r->params, e);
     if (a->weights)
         return safetensors_bind(r->g, a->weights, r->params, e);
     return init_params(r->g, &r->sb, seed, r->params, e);
@@ -118,9 +142,9 @@ static Graph *load_graph(Prepared *r, const Args *a, uint64_t seed, Err *e)
 {
     if (!package_is(a->model))
         return load_model(a, seed, e);
-    if (a->set.n) {
-        err_set(e, ERR_USAGE, "%s is a compiled package: --set applies when compiling it",
-                a->model);
+    if (a->set.n || a->dtype) {
+        err_set(e, ERR_USAGE, "%s is a compiled package: %s applies when compiling it",
+                a->model, a->set.n ? "--set" : "--dtype");
         return NULL;
     }
     r->package = a->model;

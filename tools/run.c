@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/gemm.h"
 #include "runtime/npy.h"
 #include "runtime/summary.h"
 #include "tools/cli.h"
@@ -69,8 +70,8 @@ static void print_timing(const Outcome *o)
            c->from_object ? "loading the object" : c->m ? "LLVM" : "no code generator: loop evaluator",
            c->llvm_s * 1e3, c->p->nkernel,
            st.gemm_generated + st.gemm_blas);
-    printf("time %.3f ms (compiled; GEMMs: %d generated, %d OpenBLAS), %.4g FLOPs\n",
-           o->seconds * 1e3, st.gemm_generated, st.gemm_blas, o->flops);
+    printf("time %.3f ms (compiled; GEMMs: %d generated, %d %s), %.4g FLOPs\n",
+           o->seconds * 1e3, st.gemm_generated, st.gemm_blas, gemm_blas_name(), o->flops);
     if (c->mode == MODE_MAX_AUTOTUNE)
         printf("autotune %.2f s of that (max-autotune: measured, or read from the cache)\n",
                c->tune_s);
@@ -131,7 +132,7 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
         {"--blas", .on = &a->blas},     {"--device", .value = &a->device},
         {"--cuda-graphs", .on = &a->graphs}, {"--allow-tf32", .on = &a->tf32},
         {"--mode", .value = &a->mode},  {"--cache", .value = &a->cache},
-        {"--rng-step", .value = &a->rng_step},
+        {"--rng-step", .value = &a->rng_step}, {"--dtype", .value = &a->dtype},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0, step = 0;
