@@ -11,8 +11,9 @@ stdout, with the fields of `coil bench --json` where they apply:
     peak_memory_bytes, engine   (and min_ms, max_ms, runs, warmup, flops, params, versions)
 
 FLOPs per call come from `coil check MODEL --dim B=N` (the same count `coil bench` uses);
-without build/coil, or with --flops 0, gflops is null. peak_fraction needs --peak-gflops;
-otherwise it is null (report.py fills it in from the peak `coil bench` measured).
+without coil ($COIL, default build/coil), or with --flops 0, gflops is null.
+peak_fraction needs --peak-gflops; otherwise it is null (report.py fills it in from the
+peak `coil bench` measured).
 Each engine runs in a process of its own, so peak_memory_bytes, the process's peak
 resident set (ru_maxrss: the Python runtime, the libraries and the model included), is
 that engine's, and torch.compile's compile time is a cold one.
@@ -25,7 +26,9 @@ copying the input in and the output out:
                      and "timed" says so
     device_resident  the input already on the GPU, the output left there: the
                      "device_resident" object
-and gpu_memory_bytes is the GPU memory the engine used (gpu_memory_how says how measured).
+and gpu_memory_bytes is the GPU memory the engine used (gpu_memory_how says how measured),
+allow_tf32 whether the engine let float32 matmuls use TF32 (torch's flag as it was set,
+ONNX Runtime's use_tf32).
 --dtype bf16 casts the model (and a float input) to bfloat16.
 
 Usage:
@@ -52,7 +55,8 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COIL = REPO / "build" / "coil"
+# coil's binary: $COIL (relative to the repository root unless absolute), else build/coil.
+COIL = REPO / (os.environ.get("COIL") or "build/coil")
 
 # engine key on the command line -> name in the JSON output
 ENGINES = {
@@ -269,7 +273,7 @@ def coil_dims(kind: str, batch: int, seq: int) -> list[str]:
 
 
 def coil_check(path: Path, sets: list[str], dims: list[str]) -> dict[str, int] | None:
-    """Parameter count and FLOPs per call from `coil check`, or None without build/coil."""
+    """Parameter count and FLOPs per call from `coil check`, or None without coil."""
     if not COIL.is_file():
         print(f"peers.py: note: {COIL} not built; FLOPs unknown, gflops will be null",
               file=sys.stderr)
@@ -442,6 +446,15 @@ def gpu_memory(torch, engine: str, in_use_before: int) -> tuple[int, str]:
     return torch.cuda.max_memory_allocated(), "torch.cuda.max_memory_allocated()"
 
 
+def allow_tf32(torch, engine: str, args) -> bool:
+    """Whether the engine's float32 matmuls may use TF32: ONNX Runtime's use_tf32 as
+    ort_session set it; torch's flag as it stands (the engines compiled by Inductor
+    read the same one)."""
+    if engine == "ort":
+        return bool(args.allow_tf32)
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 def versions(engine: str, device: str) -> dict[str, str]:
     import torch
 
@@ -516,6 +529,7 @@ def bench_engine(torch, engine, model, x, args, info) -> dict:
                                      "timed": TIMED["device_resident"]}
         result["gpu_memory_bytes"], result["gpu_memory_how"] = gpu_memory(torch, engine,
                                                                           in_use_before)
+        result["allow_tf32"] = allow_tf32(torch, engine, args)
     result.update({
         "peak_memory_bytes": peak_rss_bytes(),
         "runs": args.runs,

@@ -124,6 +124,8 @@ def gpu_figures(measured: list[dict], middle: dict) -> dict:
                                   "round_median_ms": [res["median_ms"] for res in resident]}
     if "timed" in middle:
         out["timed"] = middle["timed"]
+    if "allow_tf32" in middle:  # the peers' (peers.py records it per engine)
+        out["allow_tf32"] = middle["allow_tf32"]
     return out
 
 
@@ -200,8 +202,21 @@ def dtype_line(meta: dict) -> str:
         return "- dtype: float32 for every engine" + (
             ", GEMMs in TF32 (--allow-tf32)" if meta.get("allow_tf32") == "yes" else "")
     dtype = {"bf16": "bfloat16"}.get(meta["dtype"], meta["dtype"])
-    return (f"- dtype: the peers in {dtype}; **coil in float32**: it has no dtype switch "
-            f"yet, so its speed-ups compare its float32 with the peers' {dtype}")
+    return (f"- dtype: {dtype} for every engine: the peers as `model.to(torch.{dtype})`, "
+            f"coil with `--dtype {meta['dtype']}` (the whole model retyped; kernels compute in "
+            f"float32 and store {dtype}, as PyTorch's do)")
+
+
+def tf32_line(meta: dict, summary: dict) -> str:
+    """Whether each engine let float32 GEMMs use TF32: coil's from run.sh's --allow-tf32,
+    the peers' as peers.py recorded it."""
+    def state(engine: str, entry: dict) -> str:
+        value = (meta.get("allow_tf32") == "yes" if engine == "coil"
+                 else entry.get("allow_tf32"))
+        return "not recorded" if value is None else "on" if value else "off"
+    return "- TF32 for float32 GEMMs: " + ", ".join(
+        f"{engine} {state(engine, entry)}" for engine, entry in summary.items()
+        if entry["rounds_measured"])
 
 
 def write_markdown_gpu(path: Path, meta: dict, summary: dict, flops: int | None) -> None:
@@ -215,6 +230,7 @@ def write_markdown_gpu(path: Path, meta: dict, summary: dict, flops: int | None)
         f"- machine: {meta['gpu']} (driver {meta.get('gpu_driver') or 'unknown'}); "
         f"host {meta['cpu']}, {meta['cpus']} CPUs online (host {meta['host']})",
         dtype_line(meta),
+        tf32_line(meta, summary),
         f"- coil: `{meta['coil_flags']}`; rounds: {meta['rounds']}, alternating "
         f"{', '.join(summary)} in each; peers: {meta['warmup']} warm-up runs, then the "
         f"median of {meta['runs']} timed runs, each between two torch.cuda.synchronize()",

@@ -16,8 +16,9 @@
 # --device cuda runs coil (`--device cuda`, and --cuda-graphs, --allow-tf32 when given)
 # and the peers on the first NVIDIA GPU instead (--threads does not apply), writing
 # bench/results/<model>-b<N>[-s<T>]-cuda[-graphs][-tf32][-bf16]-<gpu>.{md,json}.
-# --dtype bf16 runs the peers in bfloat16; coil, which has no dtype switch, stays float32
-# (the report says so). --python PATH (or BENCH_PYTHON=PATH) runs the peers in that
+# --dtype bf16 runs every engine in bfloat16: the peers as model.to(torch.bfloat16), coil
+# with `coil bench --dtype bf16` (the whole model retyped, kernels computing in f32 and
+# storing bf16, as PyTorch's do). --python PATH (or BENCH_PYTHON=PATH) runs the peers in that
 # Python as it is, with no venv and no pip: it needs torch (onnx, onnxscript and
 # onnxruntime for the ort peer).
 set -euo pipefail
@@ -111,7 +112,7 @@ elif ! have_peers; then
 fi
 
 # ---------------------------------------------------------------- coil
-COIL=build/coil
+COIL=${COIL:-build/coil}  # the coil binary (another build: COIL=DIR/coil)
 COIL_VERSION="not built"
 if [[ ! -x $COIL ]]; then
   echo "run.sh: $COIL is not built (run make): coil will be marked not measured," \
@@ -157,19 +158,15 @@ if [[ $DEVICE == cuda ]]; then
   DEVICE_META+=(--meta "gpu=$GPU" --meta "gpu_driver=$DRIVER"
                 --meta "allow_tf32=$TF32" --meta "coil_flags=${COIL_WHERE[*]}")
 fi
-if [[ $DTYPE != f32 ]]; then
-  VARIANT+=-$DTYPE
-  echo "run.sh: note: the peers run in $DTYPE, coil in f32 (it has no dtype switch yet);" \
-       "the report says so" >&2
-fi
+if [[ $DTYPE != f32 ]]; then VARIANT+=-$DTYPE; fi
 OUT=bench/results/$NAME-b$BATCH$SEQ_TAG-$WHERE$VARIANT-$SLUG
 
 RAW=$(mktemp -d /tmp/coil-bench.XXXXXX)
 trap 'rm -rf "$RAW"' EXIT
 
 # ---------------------------------------------------------------- the rounds
-coil_cmd=("$COIL" bench "$MODEL_FILE" --batch "$BATCH" "${COIL_WHERE[@]}" --json
-          "${DIMS[@]}" "${SETS[@]}")
+coil_cmd=("$COIL" bench "$MODEL_FILE" --batch "$BATCH" "${COIL_WHERE[@]}" --dtype "$DTYPE"
+          --json "${DIMS[@]}" "${SETS[@]}")
 peer_cmd=("$PY" bench/peers.py "$MODEL_FILE" --batch "$BATCH" "${PEER_WHERE[@]}"
           --runs "$RUNS" --warmup "$WARMUP" --seq "$SEQ" --dtype "$DTYPE" "${SETS[@]}")
 for ((r = 1; r <= ROUNDS; r++)); do
