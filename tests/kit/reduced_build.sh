@@ -149,7 +149,8 @@ done
 
 step "the reduced build, from scratch, in $build"
 rm -rf "$build"
-PATH=$bin scripts/reduced-build.sh "$build" "$kit" --target coil test_sgemm test_compile
+PATH=$bin scripts/reduced-build.sh "$build" "$kit" --target coil test_sgemm test_compile \
+    test_gpu test_cuda_optim
 
 step "no trace of LLVM, OpenBLAS, bison or flex in it"
 check_clean
@@ -164,5 +165,19 @@ smoke_run tiny examples/tiny.coil
 step "unit tests"
 PATH=$bin "$build/test_sgemm" || fail "test_sgemm failed in the reduced build"
 PATH=$bin "$build/test_compile" || fail "test_compile failed in the reduced build"
+
+step "the GPU kit's script on the reduced build, here without a GPU"
+out=$work/gpu-check
+rm -rf "$out"
+PATH=$bin scripts/gpu-check.sh --no-build --build "$build" --out "$out" >"$work/gpu-check.txt" 2>&1 ||
+    { cat "$work/gpu-check.txt"; fail "scripts/gpu-check.sh failed without a GPU"; }
+tail -n 30 "$work/gpu-check.txt"
+grep -q '^| stage | result | seconds | detail |$' "$out/summary.md" ||
+    fail "gpu-check.sh printed no summary table"
+grep -q '^| fixtures | skipped | .*skipped: no GPU' "$out/summary.md" ||
+    fail "gpu-check.sh's fixtures stage did not say 'skipped: no GPU'"
+! grep -q '| \(FAIL\|STICKY\|TIMEOUT\|pass\) |' "$out/summary.md" ||
+    fail "a GPU stage did not skip without a GPU"
+(($(ls "$out" | wc -l) <= 8)) || fail "gpu-check.sh wrote more than 8 files into $out"
 
 step "passed"

@@ -262,8 +262,11 @@ static bool data_make(const Graph *g, uint64_t seed, Data *d, Err *e)
     d->params = calloc((size_t)d->nparam + 1, sizeof *d->params);
     d->want = calloc((size_t)g->noutput + 1, sizeof *d->want);
     bool *given = calloc((size_t)g->ninput + 1, sizeof *given);
+    bool has_batch = false; /* a fixed-size graph has no B to size */
+    for (int i = 0; i < g->nsym; i++)
+        has_batch = has_batch || strcmp(g->sym[i], "B") == 0;
     bool ok = d->in && d->params && d->want && given &&
-              init_symbols(g, NULL, NULL, &batch, 1, 2, &sb, e) &&
+              init_symbols(g, NULL, NULL, &batch, has_batch, 2, &sb, e) &&
               init_inputs(g, &sb, seed, given, d->in, e) && init_params(g, &sb, seed, d->params, e) &&
               interp_run(g, d->in, d->params, d->want, NULL, e);
     free(given);
