@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh [--out DIR] [--build DIR] [--no-build] [--budget SECONDS]
-#                      [--checks-only] [--bench-only] [--jobs N]
+#                      [--checks-only] [--bench-only] [--jobs N] [--cpu] [--python PATH]
 #
 # The GPU kit: checks all of coil on a lent GPU machine in one command, from the
 # repository root, with the folder `make gpu-kit` wrote here (.gpu-kit) carried along.
@@ -24,13 +24,17 @@
 # marked "not run". Without a GPU every GPU stage says "skipped: no GPU" and the summary
 # still prints (tests/kit runs it so in `make test`).
 # --out DIR (default $OUT, else gpu-check-out): at most 8 files, for the device tool's
-# limits. --no-build uses an existing build in --build DIR (default build).
+# limits. --no-build uses an existing build in --build DIR (default build). --cpu is a dry
+# run of the checks on this CPU (test_gpu --cpu, the Python checks and training on the
+# CPU; no benchmarks): the script's own logic, tested where no GPU is. --python PATH: the
+# Python with torch (default python3).
 # Exit status: 0 when nothing failed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 OUTDIR=${OUT:-gpu-check-out} BUILD=build BUILD_IT=yes BUDGET=420 JOBS=6 CHECKS=yes BENCH=yes
+DEVICE=cuda PYTHON=python3
 usage() { sed -n '2,30s/^# \{0,1\}//p' "$0"; exit 2; }
 while (($#)); do
   case $1 in
@@ -41,6 +45,8 @@ while (($#)); do
     --jobs) JOBS=$2; shift 2 ;;
     --checks-only) BENCH=no; shift ;;
     --bench-only) CHECKS=no; shift ;;
+    --cpu) DEVICE=cpu; shift ;;
+    --python) PYTHON=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "gpu-check.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -51,7 +57,10 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 START=$SECONDS
-export COIL=$BUILD/coil PYTHONUNBUFFERED=1
+export COIL=$BUILD/coil PYTHONUNBUFFERED=1 DEVICE
+# test_gpu's stages on the GPU, or (--cpu) on this CPU
+TEST_GPU=("$BUILD/test_gpu")
+[[ $DEVICE == cpu ]] && TEST_GPU+=(--cpu)
 # Kernels compile once per source: a cache of this run's own, so "cold" means cold.
 export COIL_CACHE_DIR=$WORK/cache
 
@@ -69,7 +78,7 @@ say() { echo "[$(printf '%3d' $((SECONDS - START)))s] $*"; }
     echo "GPU (nvidia-smi): not installed"
   fi
   command -v nvcc >/dev/null && nvcc --version | tail -n 2 | head -n 1 | sed 's/^/nvcc: /'
-  python3 - <<'PY' 2>&1 || echo "python3: cannot import torch"
+  "$PYTHON" - <<'PY' 2>&1 || echo "$PYTHON: cannot import torch"
 import importlib, torch
 print(f"python: torch {torch.__version__}, CUDA {torch.version.cuda}, "
       f"GPU {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}")
@@ -110,6 +119,12 @@ grep -v '^ok\|^stage' <<<"$DEVICES" | tee -a "$OUTDIR/env.txt"
 HAVE_GPU=yes
 [[ -x $BUILD/test_gpu ]] && grep -q '^GPU: ' <<<"$DEVICES" && ! grep -q '^GPU: *none' <<<"$DEVICES" ||
   HAVE_GPU=no
+if grep -q 'built without the CUDA toolkit' <<<"$DEVICES"; then
+  echo "gpu-check.sh: $BUILD was built without the CUDA toolkit's headers: its GPU stages" \
+    "cannot run (is the toolkit in /usr/local/cuda? CUDA_HOME?)" >&2
+  BUILD_RESULT="FAILED: no CUDA in the build"
+fi
+[[ $DEVICE == cpu && -x $BUILD/test_gpu ]] && HAVE_GPU=yes # a dry run: the CPU stands in
 
 # ---------------------------------------------------------------- 3. the checks
 # A stage: NAME, its time limit, its command. Its output goes to $WORK/NAME.log, its
@@ -159,7 +174,8 @@ sharded() { # NAME N LIMIT STAGE
   local name=$1 n=$2 limit=$3 st=$4 i rc=0
   local pids=()
   for ((i = 0; i < n; i++)); do
-    "$BUILD/test_gpu" "$st" --shard "$i/$n" >"$WORK/$name.shard$i" 2>&1 &
+    # shellcheck disable=SC2086 # TEST_GPU_FLAGS: empty or --cpu
+    "$BUILD/test_gpu" $TEST_GPU_FLAGS "$st" --shard "$i/$n" >"$WORK/$name.shard$i" 2>&1 &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do
@@ -170,7 +186,8 @@ sharded() { # NAME N LIMIT STAGE
   return $rc
 }
 export -f sharded
-export BUILD WORK
+export BUILD WORK PYTHON
+export TEST_GPU_FLAGS="${TEST_GPU[*]:1}"
 
 char_gpt2_args() {
   local line words
@@ -184,14 +201,15 @@ train_char_gpt2() {
   local ref=.gpu-kit/reference/char-gpt2-cpu.jsonl corpus=.gpu-kit/data/GPL-3 args
   [[ -f $ref && -f $corpus ]] || { echo "skipped: no CPU reference in .gpu-kit (make gpu-kit)"; return 0; }
   mapfile -t args < <(char_gpt2_args)
-  "$COIL" train "${args[@]}" --data "$corpus" --device cuda >"$WORK/char-gpt2-gpu.jsonl" || return 1
-  python3 scripts/gpu/compare_losses.py "$ref" "$WORK/char-gpt2-gpu.jsonl" \
+  "$COIL" train "${args[@]}" --data "$corpus" --device "$DEVICE" >"$WORK/char-gpt2-gpu.jsonl" ||
+    return 1
+  "$PYTHON" scripts/gpu/compare_losses.py "$ref" "$WORK/char-gpt2-gpu.jsonl" \
     --json "$WORK/train-char-gpt2.json"
 }
 train_bf16_step() {
   local args
   mapfile -t args < <(char_gpt2_args | sed 's/^50$/2/')
-  "$COIL" train "${args[@]}" --synthetic --device cuda --precision bf16
+  "$COIL" train "${args[@]}" --synthetic --device "$DEVICE" --precision bf16
 }
 export -f char_gpt2_args train_char_gpt2 train_bf16_step
 
@@ -201,20 +219,20 @@ if [[ $CHECKS == yes && $HAVE_GPU == yes ]]; then
   start_stage fixtures-f16 180 bash -c 'sharded fixtures-f16 3 180 fixtures-f16'
   start_stage fixtures-bf16 180 bash -c 'sharded fixtures-bf16 3 180 fixtures-bf16'
   start_stage random 120 bash -c 'sharded random 2 120 random'
-  start_stage training 90 "$BUILD/test_gpu" training
-  start_stage examples 120 "$BUILD/test_gpu" examples
-  start_stage engine 60 "$BUILD/test_gpu" engine
+  start_stage training 90 "${TEST_GPU[@]}" training
+  start_stage examples 120 "${TEST_GPU[@]}" examples
+  start_stage engine 60 "${TEST_GPU[@]}" engine
   start_stage optimizer 90 "$BUILD/test_cuda_optim"
   start_stage train-char-gpt2 120 bash -c train_char_gpt2
   start_stage train-bf16 90 bash -c train_bf16_step
-  start_stage gpt2-torch 180 python3 scripts/gpu/gpt2_torch.py --device cuda \
+  start_stage gpt2-torch 180 "$PYTHON" scripts/gpu/gpt2_torch.py --device "$DEVICE" \
     --json "$WORK/gpt2-torch.json"
-  start_stage attention-sdpa 120 python3 scripts/gpu/attention_sdpa.py --device cuda \
+  start_stage attention-sdpa 120 "$PYTHON" scripts/gpu/attention_sdpa.py --device "$DEVICE" \
     --no-timing --json "$WORK/attention-sdpa.json"
   wait
   # alone: it measures, and it fills the GPU's memory on purpose
-  start_stage autotune 150 "$BUILD/test_gpu" autotune; wait
-  start_stage memory 60 "$BUILD/test_gpu" memory; wait
+  start_stage autotune 150 "${TEST_GPU[@]}" autotune; wait
+  start_stage memory 60 "${TEST_GPU[@]}" memory; wait
 elif [[ $CHECKS == yes ]]; then
   say "no GPU: every GPU stage is skipped"
   for st in fixtures fixtures-f16 fixtures-bf16 training random examples engine autotune memory; do
@@ -238,22 +256,24 @@ bench() { # NAME LIMIT COMMAND...: one at a time (timings)
   STAGES+=("$1")
   run_stage "$@"
 }
-if [[ $BENCH == yes && $HAVE_GPU == yes ]]; then
+if [[ $BENCH == yes && $DEVICE == cpu ]]; then
+  say "a dry run on the CPU: no benchmarks (bench/run.sh and bench/train.sh measure the CPU)"
+elif [[ $BENCH == yes && $HAVE_GPU == yes ]]; then
   say "benchmarks, one at a time"
   git status --porcelain bench/results >"$WORK/results.before" 2>/dev/null
   # most wanted first: what does not fit in the budget is marked "not run"
   bench mlp-f32 150 bench/run.sh mlp --device cuda --batch 128 --rounds 1 --runs 50 \
-    --python python3 --engines eager,compile,autotune
+    --python "$PYTHON" --engines eager,compile,autotune
   bench gpt2-fwd-bf16 150 bench/run.sh gpt2 --device cuda --batch 8 --seq 1024 --rounds 1 \
-    --runs 20 --warmup 3 --python python3 --dtype bf16 --engines eager,compile --cuda-graphs
+    --runs 20 --warmup 3 --python "$PYTHON" --dtype bf16 --engines eager,compile --cuda-graphs
   bench gpt2-train-bf16 200 bench/train.sh gpt2 --device cuda --batch 8 --seq 1024 \
-    --precision bf16 --steps 10 --rounds 1 --python python3
-  bench attention-tflops 60 python3 scripts/gpu/attention_sdpa.py --device cuda --time-only \
+    --precision bf16 --steps 10 --rounds 1 --python "$PYTHON"
+  bench attention-tflops 60 "$PYTHON" scripts/gpu/attention_sdpa.py --device cuda --time-only \
     --json "$WORK/attention-tflops.json"
-  bench bandwidth 60 python3 scripts/gpu/bandwidth.py --device cuda --json "$WORK/bandwidth.json"
-  bench latency 90 python3 scripts/gpu/latency.py --device cuda --json "$WORK/latency.json"
+  bench bandwidth 60 "$PYTHON" scripts/gpu/bandwidth.py --device cuda --json "$WORK/bandwidth.json"
+  bench latency 90 "$PYTHON" scripts/gpu/latency.py --device cuda --json "$WORK/latency.json"
   bench mlp-bf16 120 bench/run.sh mlp --device cuda --batch 128 --rounds 1 --runs 50 \
-    --python python3 --dtype bf16 --engines eager,compile
+    --python "$PYTHON" --dtype bf16 --engines eager,compile
   {
     for name in "${BENCHES[@]}"; do
       echo "==================== $name: $(cat "$WORK/$name.status")"
@@ -285,7 +305,10 @@ fi
   for name in "${STAGES[@]}"; do
     read -r status secs < <(cat "$WORK/$name.status" 2>/dev/null || echo "missing 0")
     log=$WORK/$name.log
-    detail=$(grep -h '^stage .*cases\|^RESULT ' "$log" 2>/dev/null | sed 's/^stage [^:]*: //; s/^RESULT [^ ]* //' |
+    # test_gpu's "stage S: N cases, F failed (T s)", summed over shards; the RESULT lines
+    detail=$( { awk '/^stage .*cases, .*failed/ { n += $3; f += $5; s++ }
+                     END { if (s) printf "%d cases, %d failed\n", n, f }' "$log"
+                grep -h '^RESULT ' "$log" | sed 's/^RESULT [^ ]* //'; } 2>/dev/null |
              tr '\n' ';' | sed 's/;$//; s/;/; /g' | cut -c1-160)
     [[ $status == skipped ]] && detail=$(grep -m1 -o 'skipped: no GPU\|skipped: [^(]*' "$log")
     echo "| $name | $status | $secs | $detail |"
