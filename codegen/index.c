@@ -97,34 +97,51 @@ static void add_term(Lin *l, int atom, Dim coef)
 
 static bool has_dimval(const KB *kb, int id) { return kb->dimval[id].k != INT64_MIN; }
 
-/* Add scale * id, flattening sums and products by constants. */
-static void collect(const KB *kb, int id, Dim scale, Lin *l)
-{
-    const Lx *x = &kb->lx[id];
-    Dim prod;
-    if (has_dimval(kb, id)) {
-        if (dim_times(kb->dimval[id], scale, &prod)) {
-            add_term(l, -1, prod);
-            return;
-        }
-    } else if (x->kind == LX_BINARY && x->dt == DT_I64 && x->op == OP_ADD) {
-        collect(kb, x->a, scale, l);
-        collect(kb, x->b, scale, l);
-        return;
-    } else if (x->kind == LX_BINARY && x->dt == DT_I64 && x->op == OP_MUL) {
-        for (int side = 0; side < 2; side++) {
-            int c = side ? x->a : x->b, other = side ? x->b : x->a;
-            if (!has_dimval(kb, c))
-                continue;
-            if (dim_times(kb->dimval[c], scale, &prod)) {
-                collect(kb, other, prod, l);
-                return;
-            }
-        }
-    }
-    add_term(l, id, scale);
-}
+/* A subexpression still to flatten, times scale. */
+typedef struct Pending {
+    int id;
+    Dim scale;
+} Pending;
 
+#define COLLECT_STACK (4 * LIN_MAX)
+
+/* Add scale * id, flattening sums and products by constants: a walk with its own small
+ * stack (operands in the order a recursion would take them). A subexpression the stack
+ * has no room for stays a term of its own: still exact, only less simplified. */
+static void collect(const KB *kb, int root, Dim scale0, Lin *l)
+{
+    Pending st[COLLECT_STACK];
+    int sp = 0;
+    st[sp++] = (Pending){root, scale0};
+    while (sp) {
+        Pending it = st[--sp];
+        const Lx *x = &kb->lx[it.id];
+        Dim prod;
+        if (has_dimval(kb, it.id)) {
+            if (dim_times(kb->dimval[it.id], it.scale, &prod)) {
+                add_term(l, -1, prod);
+                continue;
+            }
+        } else if (x->kind == LX_BINARY && x->dt == DT_I64 && x->op == OP_ADD &&
+                   sp + 2 <= COLLECT_STACK) {
+            st[sp++] = (Pending){x->b, it.scale};
+            st[sp++] = (Pending){x->a, it.scale};
+            continue;
+        } else if (x->kind == LX_BINARY && x->dt == DT_I64 && x->op == OP_MUL) {
+            bool done = false;
+            for (int side = 0; side < 2 && !done; side++) {
+                int c = side ? x->a : x->b, other = side ? x->b : x->a;
+                if (has_dimval(kb, c) && dim_times(kb->dimval[c], it.scale, &prod)) {
+                    st[sp++] = (Pending){other, prod};
+                    done = true;
+                }
+            }
+            if (done)
+                continue;
+        }
+        add_term(l, it.id, it.scale);
+    }
+}
 
 /* ---------------------------------------------------------------- bounds */
 
@@ -303,8 +320,9 @@ static int raw_divmod(KB *kb, int a, Dim d, bool mod)
 {
     const Lx *x = &kb->lx[a];
     Dim dd;
-    if (!mod && x->kind == LX_IDIV && has_dimval(kb, x->b) && dim_times(kb->dimval[x->b], d, &dd))
-        return raw_divmod(kb, x->a, dd, false); /* (y / a) / d is y / (a d) */
+    while (!mod && x->kind == LX_IDIV && has_dimval(kb, x->b) && dim_times(kb->dimval[x->b], d, &dd)) {
+        a = x->a, d = dd, x = &kb->lx[a]; /* (y / a) / d is y / (a d) */
+    }
     Dim e = kb->extent[a], ext = LX_NO_EXTENT;
     if (mod)
         ext = d;

@@ -200,8 +200,9 @@ typedef struct Buffer {
 } Buffer;
 
 /* An input whose values index a gather: every element must lie in [0, bound). Runners
- * check before running and report the input; kernels also clamp such an index, so a
- * value that escapes the check (a computed index) cannot make a load fault. */
+ * check before running and report the input. Computed indices are checked by
+ * codegen/index_bounds.c (from the shapes before a run, or by a range step after it);
+ * kernels still clamp every index, so no load can fault meanwhile. */
 typedef struct IndexCheck {
     int buf;   /* a BUF_INPUT of an integer dtype */
     Dim bound;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/index_bounds.h"
 #include "codegen/loop.h"
 
 enum { LV_CONST, LV_OUTER, LV_INNER };
@@ -670,15 +671,25 @@ static bool eval_attention(const Program *p, int step, void *const *bufs, const 
 
 /* ---------------------------------------------------------------- programs */
 
-static bool run_steps(const Program *p, void *const *bufs, const SymBind *sb, Err *e)
+/* The steps but those in skip (range steps whose index is proven in range), then the
+ * range steps' results against their bounds. */
+static bool run_steps(const Program *p, void *const *bufs, const SymBind *sb, const bool *skip,
+                      Err *e)
 {
     for (int s = 0; s < p->nstep; s++) {
         const Step *st = &p->step[s];
+        if (skip[s])
+            continue;
         bool ok = st->kind == STEP_KERNEL  ? eval_kernel(p, st->kernel, bufs, sb, e)
                 : st->kind == STEP_ATTENTION ? eval_attention(p, s, bufs, sb, e)
                   : eval_gemm(p, s, bufs, sb, e) &&
                         (st->gemm.epilogue < 0 || eval_kernel(p, st->gemm.epilogue, bufs, sb, e));
         if (!ok)
+            return false;
+    }
+    for (int s = 0; s < p->nstep; s++) {
+        int b = skip[s] ? -1 : range_step_buffer(p, s);
+        if (b >= 0 && !index_bounds_after(p, b, bufs[b], sb, e))
             return false;
     }
     return true;
@@ -766,13 +777,16 @@ bool loop_eval_at(const Program *p, uint64_t step, const Tensor *inputs, const T
     const Tensor *io[] = {[BUF_INPUT] = inputs, [BUF_PARAM] = params, [BUF_OUTPUT] = outputs};
     int count[] = {[BUF_INPUT] = g->ninput, [BUF_PARAM] = nparam, [BUF_OUTPUT] = g->noutput};
     void **bufs = calloc((size_t)p->nbuf + 1, sizeof *bufs);
-    if (!bufs)
+    bool *skip = calloc((size_t)p->nstep + 1, sizeof *skip);
+    if (!bufs || !skip)
         err_set(e, ERR_INPUT, "out of memory binding %d buffers", p->nbuf);
-    bool ok = bufs && bind_buffers(p, io, count, &sb, bufs, e) && run_steps(p, bufs, &sb, e);
+    bool ok = bufs && skip && index_bounds_before(p, &sb, skip, e) &&
+              bind_buffers(p, io, count, &sb, bufs, e) && run_steps(p, bufs, &sb, skip, e);
     for (int b = 0; bufs && b < p->nbuf; b++)
         if (p->buf[b].kind == BUF_CONST || p->buf[b].kind == BUF_TEMP)
             free(bufs[b]);
     free(bufs);
+    free(skip);
     for (int i = 0; !ok && i < g->noutput; i++)
         tensor_free(&outputs[i]);
     return ok;

@@ -3,9 +3,11 @@
  * outputs', or temporaries reused in place), and every temporary's lifetime is recorded
  * for the memory plan. A plan that cannot be lowered as made is retried with the node in
  * question in a group of its own, so lowering never fuses what it cannot prove right. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/index_bounds.h"
 #include "codegen/lower_int.h"
 
 /* ---------------------------------------------------------------- growing arrays */
@@ -101,12 +103,44 @@ void lower_index_check(Lower *L, int ids, Dim bound)
     p->check[p->ncheck++] = (IndexCheck){buf, bound};
 }
 
-int lower_first_output(const Lower *L, int node)
+int lower_first_output(const Lower *L, int node) { return L->first_out[node]; }
+
+const int *lower_members(const Lower *L, int grp, int *n)
 {
-    for (int o = 0; o < L->g->noutput; o++)
-        if (L->g->output[o] == node)
-            return o;
-    return -1;
+    *n = L->member_start[grp + 1] - L->member_start[grp];
+    return L->member + L->member_start[grp];
+}
+
+/* Each group's members (a counting sort of the nodes by group, so in node order) and
+ * each node's outputs, built once: every per-group and per-output question is then
+ * answered without walking the whole graph again. */
+static bool index_plan(Lower *L)
+{
+    const Graph *g = L->g;
+    const Fusion *f = L->f;
+    size_t n = (size_t)g->nnode + 1, ng = (size_t)f->ngroup + 2;
+    L->member_start = calloc(ng, sizeof(int));
+    L->member = malloc(n * sizeof(int));
+    L->first_out = malloc(n * sizeof(int));
+    L->next_out = malloc(((size_t)g->noutput + 1) * sizeof(int));
+    L->acc = malloc(n * sizeof(int));
+    if (!L->member_start || !L->member || !L->first_out || !L->next_out || !L->acc)
+        return false;
+    for (int id = 0; id < g->nnode; id++) {
+        L->acc[id] = L->first_out[id] = -1;
+        if (f->group[id] >= 0)
+            L->member_start[f->group[id] + 2]++;
+    }
+    for (int grp = 0; grp < f->ngroup; grp++)
+        L->member_start[grp + 2] += L->member_start[grp + 1];
+    for (int id = 0; id < g->nnode; id++)
+        if (f->group[id] >= 0)
+            L->member[L->member_start[f->group[id] + 1]++] = id;
+    for (int o = g->noutput - 1; o >= 0; o--) { /* backwards: each node's chain in order */
+        L->next_out[o] = L->first_out[g->output[o]];
+        L->first_out[g->output[o]] = o;
+    }
+    return true;
 }
 
 /* ---------------------------------------------------------------- the leaves */
@@ -158,17 +192,176 @@ static bool leaf_buffers(Lower *L)
     return true;
 }
 
+/* ---------------------------------------------------------------- index guards */
+
+/* A gather (or index_check) whose index is computed from data is guarded at run time:
+ * right before the step that reads it, a range step recomputes the index and reduces its
+ * values to [min, max] in a buffer of its own, which the runner compares with the bound
+ * after the run (codegen/index_bounds.h). Its kernel still clamps, so nothing faults. */
+
+/* The index uses each step is preceded by range steps for, by the group owning the step
+ * (a GEMM's for its epilogue's uses): group grp's are use[first[grp] .. first[grp + 1]). */
+typedef struct Guards {
+    int *first, *use;
+} Guards;
+
+static void guards_free(Guards *gd)
+{
+    free(gd->first);
+    free(gd->use);
+}
+
+/* The group whose step a range step for node u precedes, or -1 when u needs none. */
+static int guarded_by(const Lower *L, const bool *dep, int u)
+{
+    int grp = L->f->group[u];
+    if (grp < 0 || !index_needs_range_step(L->g, u, dep))
+        return -1;
+    return L->f->g[grp].gemm >= 0 ? L->f->g[grp].gemm : grp;
+}
+
+static bool guards_init(Lower *L, Guards *gd)
+{
+    int n = L->g->nnode, ng = L->f->ngroup;
+    bool *dep = value_depends_on_data(L->g);
+    int *at = calloc((size_t)ng + 1, sizeof *at);
+    gd->first = calloc((size_t)ng + 2, sizeof *gd->first);
+    gd->use = malloc(((size_t)n + 1) * sizeof *gd->use);
+    bool ok = dep && at && gd->first && gd->use;
+    for (int u = 0; ok && u < n; u++) {
+        int grp = guarded_by(L, dep, u);
+        if (grp >= 0)
+            gd->first[grp + 1]++;
+    }
+    for (int grp = 0; ok && grp < ng; grp++)
+        gd->first[grp + 1] += gd->first[grp], at[grp] = gd->first[grp];
+    for (int u = 0; ok && u < n; u++) {
+        int grp = guarded_by(L, dep, u);
+        if (grp >= 0)
+            gd->use[at[grp]++] = u;
+    }
+    free(dep);
+    free(at);
+    if (!ok)
+        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+    return ok;
+}
+
+static int guard_count(const Guards *gd, int grp) { return gd->first[grp + 1] - gd->first[grp]; }
+
+/* Whether the index can be computed again in a kernel of its own, right before its
+ * reader's step: what it reads inside that group is pointwise (no accumulator), and what
+ * it reads from other groups is already stored (not a GEMM product of the same step). */
+static bool recomputable(const Lower *L, int index, int grp)
+{
+    const Graph *g = L->g;
+    const Fusion *f = L->f;
+    bool *seen = calloc((size_t)index + 1, sizeof *seen), ok = seen != NULL;
+    if (ok)
+        seen[index] = true;
+    for (int x = index; ok && x >= 0; x--) { /* producers have lower ids */
+        if (!seen[x] || L->leaf_buf[x] >= 0)
+            continue;
+        if (f->group[x] >= 0 && f->group[x] != grp) {
+            ok = L->node_buf[x] >= 0;
+            continue;
+        }
+        ok = f->cls[x] != NC_REDUCE && f->cls[x] != NC_MATMUL && f->cls[x] != NC_ATTENTION;
+        for (int j = 0; ok && j < g->node[x].nin; j++)
+            seen[g->node[x].in[j]] = true;
+    }
+    free(seen);
+    return ok;
+}
+
+/* The range kernel: one inner loop per dim of the index, min and max reduced in one
+ * phase, stored after it (a scalar index is stored as both). */
+static bool range_kernel(Gen *G, int index, int buf, Kernel *k)
+{
+    const Type *t = &G->L->g->node[index].type;
+    KB *kb = &G->kb;
+    int idx[COIL_MAX_RANK];
+    for (int d = 0; d < COIL_MAX_RANK; d++)
+        G->full[d] = -1; /* no point of the group's space: no accumulator of it is read */
+    for (int d = 0; d < t->rank; d++) {
+        k->size[d] = t->dim[d];
+        idx[d] = lx_var(kb, d, t->dim[d]);
+    }
+    k->nouter = 0, k->ninner = t->rank;
+    int v = lx_cast(kb, DT_I64, value_at(G, index, idx)), lo = v, hi = v;
+    if (v < 0)
+        return false;
+    if (t->rank > 0) {
+        lo = lx_acc(kb, kb_reduce(kb, 0, OP_MIN, v, 0, DT_I64), DT_I64);
+        hi = lx_acc(kb, kb_reduce(kb, 0, OP_MAX, v, 0, DT_I64), DT_I64);
+    }
+    kb_store(kb, -1, buf, lx_int(kb, 0), lo);
+    kb_store(kb, -1, buf, lx_int(kb, 1), hi);
+    return kb_finish(kb, G->L->p->arena, k);
+}
+
+/* The range step for index use `use` (or a retry with its index stored, when it cannot
+ * be recomputed here). */
+static bool range_step(Lower *L, int use)
+{
+    int index, grp = L->f->group[use];
+    Dim bound;
+    index_use(L->g, use, &index, &bound);
+    if (!recomputable(L, index, grp))
+        return lower_retry(L, index);
+    Buffer rb = {.name = index_range_buffer, .kind = BUF_TEMP, .index = use, .dt = DT_I64,
+                 .numel = dim_static(2), .first = -1, .last = -1};
+    Gen G;
+    Kernel k = {.group = -1};
+    bool ok = values_init(&G, L, grp); /* values_free is safe after it either way */
+    int buf = ok ? lower_add_buffer(L, rb) : -1;
+    ok = buf >= 0 && range_kernel(&G, index, buf, &k);
+    values_free(&G);
+    char *name = ok ? arena_alloc(L->p->arena, 48) : NULL;
+    if (name)
+        snprintf(name, 48, "k%d_range_%s", L->p->nkernel, op_info[L->g->node[use].op].name);
+    k.name = name;
+    int ki = name ? lower_add_kernel(L, &k) : -1;
+    if (ki < 0 && !L->nretry && err_ok(L->e))
+        err_at(L->e, L->g->node[use].loc, "lowering: cannot build the range check of this %s",
+               op_info[L->g->node[use].op].name);
+    return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki});
+}
+
+static bool range_steps(Lower *L, const Guards *gd, int grp)
+{
+    bool ok = true;
+    for (int i = gd->first[grp]; i < gd->first[grp + 1]; i++)
+        ok = range_step(L, gd->use[i]) && ok; /* with retries asked for, collect them all */
+    return ok;
+}
+
+/* A range buffer is read by the runner after the run: nothing may reuse its bytes. */
+static void keep_ranges_live(Program *p)
+{
+    for (int s = 0; s < p->nstep; s++) {
+        int b = range_step_buffer(p, s);
+        if (b >= 0)
+            p->buf[b].last = p->nstep - 1;
+    }
+}
+
 /* ---------------------------------------------------------------- steps */
 
-/* Each group's step (an epilogue shares its GEMM's), and the last step reading each
- * stored node. */
-static void number_steps(Lower *L)
+/* Each group's step (an epilogue shares its GEMM's; a group's range steps come right
+ * before its own), and the last step reading each stored node. */
+static void number_steps(Lower *L, const Guards *gd)
 {
     const Fusion *f = L->f;
     const Graph *g = L->g;
     for (int i = 0, s = -1; i < f->ngroup; i++) {
         int grp = f->order[i];
-        L->step_of[grp] = f->g[grp].gemm >= 0 ? s : ++s;
+        if (f->g[grp].gemm >= 0) {
+            L->step_of[grp] = s;
+            continue;
+        }
+        s += guard_count(gd, grp);
+        L->step_of[grp] = ++s;
     }
     for (int id = 0; id < g->nnode; id++) {
         int grp = f->group[id];
@@ -255,29 +448,37 @@ static bool copy_step(Lower *L, int node, int dst)
     return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki});
 }
 
-static bool stored_by_a_step(const Program *p, int b)
+/* Per buffer: whether some step writes it (one pass over the program). */
+static void mark_stored(const Program *p, bool *stored)
 {
     for (int s = 0; s < p->nstep; s++) {
         const Step *st = &p->step[s];
-        if ((st->kind == STEP_GEMM && st->gemm.c.buf == b) ||
-            (st->kind == STEP_ATTENTION && st->attn.o.buf == b))
-            return true;
-        if (st->kind == STEP_ATTENTION)
+        if (st->kind == STEP_GEMM)
+            stored[st->gemm.c.buf] = true;
+        if (st->kind == STEP_ATTENTION) {
+            stored[st->attn.o.buf] = true;
             continue;
+        }
         int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
         for (int i = 0; k >= 0 && i < p->kernel[k].nstmt; i++)
-            if (p->kernel[k].stmt[i].kind == ST_STORE && p->kernel[k].stmt[i].buf == b)
-                return true;
+            if (p->kernel[k].stmt[i].kind == ST_STORE)
+                stored[p->kernel[k].stmt[i].buf] = true;
     }
-    return false;
 }
 
 static bool copy_unwritten_outputs(Lower *L)
 {
-    for (int o = 0; o < L->g->noutput; o++)
-        if (!stored_by_a_step(L->p, L->out_buf[o]) && !copy_step(L, L->g->output[o], L->out_buf[o]))
-            return false;
-    return true;
+    bool *stored = calloc((size_t)L->p->nbuf + 1, sizeof *stored);
+    if (!stored) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        return false;
+    }
+    mark_stored(L->p, stored);
+    bool ok = true;
+    for (int o = 0; ok && o < L->g->noutput; o++)
+        ok = stored[L->out_buf[o]] || copy_step(L, L->g->output[o], L->out_buf[o]);
+    free(stored);
+    return ok;
 }
 
 /* ---------------------------------------------------------------- lifetimes */
@@ -334,32 +535,19 @@ static void lifetimes(Lower *L)
 
 /* ---------------------------------------------------------------- one attempt */
 
-static bool lower_once(Lower *L)
+static bool lower_steps(Lower *L, const Guards *gd)
 {
     const Fusion *f = L->f;
-    int n = L->g->nnode + 1;
-    L->leaf_buf = malloc((size_t)n * sizeof(int));
-    L->node_buf = malloc((size_t)n * sizeof(int));
-    L->last_read = malloc((size_t)n * sizeof(int));
-    L->out_buf = malloc(((size_t)L->g->noutput + 1) * sizeof(int));
-    L->step_of = malloc(((size_t)f->ngroup + 1) * sizeof(int));
-    if (!L->leaf_buf || !L->node_buf || !L->last_read || !L->out_buf || !L->step_of) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory");
-        return false;
-    }
-    for (int i = 0; i < n; i++)
-        L->leaf_buf[i] = L->node_buf[i] = L->last_read[i] = -1;
-    if (!leaf_buffers(L))
-        return false;
-    number_steps(L);
+    number_steps(L, gd);
     for (int i = 0; i < f->ngroup; i++) {
         int grp = f->order[i];
         if (f->g[grp].gemm >= 0)
             continue; /* lowered with its GEMM */
         FuseKind kind = f->g[grp].kind;
-        bool ok = kind == FUSE_GEMM ? matmul_step(L, grp)
-                : kind == FUSE_ATTENTION ? attention_step(L, grp)
-                                         : kernel_step(L, grp);
+        bool ok = range_steps(L, gd, grp);
+        ok = (kind == FUSE_GEMM ? matmul_step(L, grp)
+              : kind == FUSE_ATTENTION ? attention_step(L, grp)
+                                       : kernel_step(L, grp)) && ok;
         if (!ok && !(L->nretry && err_ok(L->e)))
             return false; /* with retries asked for, go on: collect them all in one pass */
     }
@@ -368,7 +556,29 @@ static bool lower_once(Lower *L)
     if (!copy_unwritten_outputs(L))
         return false;
     lifetimes(L);
+    keep_ranges_live(L->p);
     return true;
+}
+
+static bool lower_once(Lower *L)
+{
+    int n = L->g->nnode + 1;
+    L->leaf_buf = malloc((size_t)n * sizeof(int));
+    L->node_buf = malloc((size_t)n * sizeof(int));
+    L->last_read = malloc((size_t)n * sizeof(int));
+    L->out_buf = malloc(((size_t)L->g->noutput + 1) * sizeof(int));
+    L->step_of = malloc(((size_t)L->f->ngroup + 1) * sizeof(int));
+    if (!L->leaf_buf || !L->node_buf || !L->last_read || !L->out_buf || !L->step_of ||
+        !index_plan(L)) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        L->leaf_buf[i] = L->node_buf[i] = L->last_read[i] = -1;
+    Guards gd = {0};
+    bool ok = leaf_buffers(L) && guards_init(L, &gd) && lower_steps(L, &gd);
+    guards_free(&gd);
+    return ok;
 }
 
 static void lower_release(Lower *L)
@@ -379,6 +589,11 @@ static void lower_release(Lower *L)
     free(L->out_buf);
     free(L->step_of);
     free(L->buf_holds);
+    free(L->member_start);
+    free(L->member);
+    free(L->first_out);
+    free(L->next_out);
+    free(L->acc);
 }
 
 static void *arena_copy(Arena *a, const void *src, size_t n)
@@ -421,7 +636,7 @@ static void discard(Program *p)
 static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, int *nretry, Err *e)
 {
     Fusion f;
-    FuseOptions fo = {o && o->no_fusion, force};
+    FuseOptions fo = {o && o->no_fusion, force, o ? o->max_fused : 0};
     *nretry = 0;
     if (!fuse_plan(g, &fo, &f, e))
         return NULL;

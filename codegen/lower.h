@@ -9,6 +9,7 @@ typedef struct LowerOptions {
     bool no_fusion; /* one kernel per op, no epilogues (--no-fusion): for comparison */
     Fusion *plan;   /* when not NULL, receives the fusion plan the program was lowered
                        from (after any retries); fuse_free it */
+    int max_fused;  /* the most nodes in one kernel: 0 for FUSE_MAX_NODES, < 0 no limit */
 } LowerOptions;
 
 /* Lower g, which must hold only primitives (run the decompose pass first): plan the

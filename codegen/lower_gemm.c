@@ -118,12 +118,17 @@ static bool fill(Gen *G, int m, Gemm *gm)
     return true;
 }
 
+/* The matmul (or attention) a step group holds: its first member. */
+static int group_node(const Lower *L, int grp)
+{
+    int n;
+    const int *member = lower_members(L, grp, &n);
+    return n > 0 ? member[0] : -1;
+}
+
 bool lower_gemm(Lower *L, int grp, Gemm *out)
 {
-    int m = -1;
-    for (int id = 0; id < L->g->nnode && m < 0; id++)
-        if (L->f->group[id] == grp)
-            m = id;
+    int m = group_node(L, grp);
     Gen G;
     bool ok = m >= 0 && values_init(&G, L, grp) && fill(&G, m, out);
     if (m >= 0)
@@ -140,10 +145,7 @@ bool lower_gemm(Lower *L, int grp, Gemm *out)
  * interpreter's f64 is below 2^53), then wrapped to the dtype. */
 int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
 {
-    int m = -1;
-    for (int id = 0; id < L->g->nnode && m < 0; id++)
-        if (L->f->group[id] == grp)
-            m = id;
+    int m = group_node(L, grp);
     const Graph *g = L->g;
     const Node *n = &g->node[m];
     const Type *out = &n->type, *ta = &g->node[n->in[0]].type, *tb = &g->node[n->in[1]].type;
@@ -182,10 +184,7 @@ int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
  * c (Q and K's features), c' (V's). */
 bool lower_attention(Lower *L, int grp, Attention *out)
 {
-    int m = -1;
-    for (int id = 0; id < L->g->nnode && m < 0; id++)
-        if (L->f->group[id] == grp)
-            m = id;
+    int m = group_node(L, grp);
     const Node *n = &L->g->node[m];
     const Type *o = &n->type, *tq = &L->g->node[n->in[0]].type, *tk = &L->g->node[n->in[1]].type,
                *tv = &L->g->node[n->in[2]].type;

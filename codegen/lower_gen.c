@@ -1,12 +1,14 @@
-/* lower_gen.c — a node's value at an index, as loop IR: the recursion that inlines a
- * group's members, turns views into index arithmetic, reads other groups' results and
- * the leaves from their buffers, and makes a fused reduction an accumulator. Memoised on
- * (node, index), and the pool is hash-consed, so a value is built once per point. */
+/* lower_gen.c — a node's value at an index, as loop IR: inlines a group's members, turns
+ * views into index arithmetic, reads other groups' results and the leaves from their
+ * buffers, and makes a fused reduction an accumulator. Memoised on (node, index), and the
+ * pool is hash-consed, so a value is built once per point. Operands are evaluated from an
+ * explicit work stack, not by recursion: a fused chain of any length needs no C stack. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/lower_int.h"
 
+/* A value at a point: a memo entry, or (value unused) an item of the work stack. */
 typedef struct Memo {
     int node, rank, value;
     int idx[COIL_MAX_RANK];
@@ -22,8 +24,9 @@ static uint64_t memo_hash(int node, int rank, const int *idx)
     return h;
 }
 
-/* The memo is an open-addressed table of Memo entries (node -1: empty). */
-static Memo *memo_slot(Gen *G, int node, int rank, const int *idx)
+/* The memo is an open-addressed table of Memo entries (node -1: empty), never more than
+ * half full, so a probe always ends: at the key's entry or at an empty one. */
+static Memo *memo_slot(const Gen *G, int node, int rank, const int *idx)
 {
     size_t mask = (size_t)G->cap_memo - 1, s = memo_hash(node, rank, idx) & mask;
     for (;; s = (s + 1) & mask) {
@@ -52,25 +55,74 @@ static bool memo_grow(Gen *G)
     return true;
 }
 
+static const Memo *memo_find(const Gen *G, int node, int rank, const int *idx)
+{
+    const Memo *m = memo_slot(G, node, rank, idx);
+    return m->node >= 0 ? m : NULL;
+}
+
+/* Record w's value. The table grows here, right before the insert it makes room for. */
+static bool memo_put(Gen *G, const Memo *w, int value)
+{
+    if (2 * (G->nmemo + 1) > G->cap_memo && !memo_grow(G))
+        return false;
+    Memo *m = memo_slot(G, w->node, w->rank, w->idx);
+    *m = *w;
+    m->value = value;
+    G->nmemo++;
+    return true;
+}
+
+/* ---------------------------------------------------------------- the work stack */
+
+static bool work_push(Gen *G, int node, int rank, const int *idx)
+{
+    if (G->nwork == G->cap_work) {
+        int cap = G->cap_work ? 2 * G->cap_work : 64;
+        Memo *w = realloc(G->work, (size_t)cap * sizeof *w);
+        if (!w)
+            return false;
+        G->work = w;
+        G->cap_work = cap;
+    }
+    Memo *w = &G->work[G->nwork++];
+    w->node = node;
+    w->rank = rank;
+    w->value = -1;
+    memcpy(w->idx, idx, (size_t)rank * sizeof *idx);
+    return true;
+}
+
+/* Items [from, nwork) reversed, so the operand asked for first is evaluated first. */
+static void work_reverse(Gen *G, int from)
+{
+    for (int i = from, j = G->nwork - 1; i < j; i++, j--) {
+        Memo t = G->work[i];
+        G->work[i] = G->work[j];
+        G->work[j] = t;
+    }
+}
+
 bool values_init(Gen *G, Lower *L, int grp)
 {
     memset(G, 0, sizeof *G);
     G->L = L;
     G->grp = grp;
+    G->acc = L->acc;
     kb_init(&G->kb);
-    G->acc = malloc(((size_t)L->g->nnode + 1) * sizeof *G->acc);
-    if (!G->acc || !memo_grow(G))
-        return false;
-    for (int i = 0; i < L->g->nnode; i++)
-        G->acc[i] = -1;
-    return true;
+    return memo_grow(G);
 }
 
+/* The accumulators this kernel made belong to its group's members: reset those only. */
 void values_free(Gen *G)
 {
+    int n;
+    const int *m = lower_members(G->L, G->grp, &n);
+    for (int i = 0; i < n; i++)
+        G->acc[m[i]] = -1;
     kb_free(&G->kb);
     free(G->memo);
-    free(G->acc);
+    free(G->work);
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -238,11 +290,7 @@ static int concat_value(Gen *G, int id, const int *idx)
         memcpy(oidx, idx, (size_t)t->rank * sizeof *idx);
         int local = j ? ix_sub_dim(kb, idx[axis], offset[j]) : idx[axis];
         oidx[axis] = ix_clamp(kb, local, t->dim[axis]);
-        int x = value_at(G, n->in[j], oidx);
-        if (x < 0) {
-            v = -1;
-            break;
-        }
+        int x = value_at(G, n->in[j], oidx); /* -1 propagates; every operand is asked for */
         int picked = lx_binary(kb, OP_LT, DT_BOOL, idx[axis], lx_dim(kb, offset[j + 1]));
         v = j == n->nin - 1 ? x : lx_select(kb, n->type.dt, picked, x, v);
     }
@@ -372,27 +420,57 @@ static int compute(Gen *G, int id, const int *idx)
     return -1;
 }
 
+/* Evaluate the work stack until it is empty. The top item is computed with its operands
+ * looked up in the memo; an operand not there yet is pushed above it (compute then gives
+ * -1) and the item is computed again once they are done. Values only depend on operands,
+ * which have smaller node ids, so this ends. An item that fails (an error, or a retry
+ * asked for) is remembered as -1, so what reads it fails too, while its siblings are
+ * still evaluated, as a recursion would: every retry a kernel needs is asked for in one
+ * pass. False only out of memory. */
+static bool drain(Gen *G)
+{
+    while (G->nwork > 0) {
+        Memo w = G->work[G->nwork - 1];
+        if (memo_find(G, w.node, w.rank, w.idx)) {
+            G->nwork--; /* asked for twice (a diamond), done meanwhile */
+            continue;
+        }
+        int base = G->nwork;
+        G->evaluating = true;
+        int v = compute(G, w.node, w.idx);
+        G->evaluating = false;
+        if (G->kb.oom)
+            return false;
+        if (G->nwork > base) { /* operands first */
+            work_reverse(G, base);
+            continue;
+        }
+        G->nwork--;
+        if (!memo_put(G, &w, v)) {
+            G->kb.oom = true;
+            return false;
+        }
+    }
+    return true;
+}
+
 int value_at(Gen *G, int id, const int *idx)
 {
     int rank = G->L->g->node[id].type.rank;
     for (int d = 0; d < rank; d++)
         if (idx[d] < 0)
             return -1;
-    if (2 * (G->nmemo + 1) > G->cap_memo && !memo_grow(G)) {
+    const Memo *m = memo_find(G, id, rank, idx);
+    if (m)
+        return m->value;
+    if (!work_push(G, id, rank, idx)) {
         G->kb.oom = true;
         return -1;
     }
-    Memo *m = memo_slot(G, id, rank, idx);
-    if (m->node >= 0)
-        return m->value;
-    int v = compute(G, id, idx);
-    if (v < 0)
-        return -1;
-    m = memo_slot(G, id, rank, idx); /* the table may have grown meanwhile */
-    m->node = id;
-    m->rank = rank;
-    memcpy(m->idx, idx, (size_t)rank * sizeof *idx);
-    m->value = v;
-    G->nmemo++;
-    return v;
+    if (G->evaluating)
+        return -1; /* an operand of the node being computed: the driver does it first */
+    bool ok = drain(G);
+    G->nwork = 0;
+    m = ok ? memo_find(G, id, rank, idx) : NULL;
+    return m ? m->value : -1;
 }

@@ -26,6 +26,13 @@ typedef struct Lower {
     uint8_t *force;  /* per node: FORCE_OWN_GROUP for the next plan (lower_retry sets it) */
     int nretry;      /* nodes asked for in this attempt: the plan must be made again */
     int cap_buf, cap_kernel, cap_step, cap_check;
+    /* Per group, its members in node order: member[member_start[g] .. member_start[g+1]).
+     * Each group's step walks only its own nodes, so lowering stays linear in the graph. */
+    int *member_start, *member;
+    int *first_out;  /* per node: the first graph output returning it, -1 none */
+    int *next_out;   /* per output: the next output returning the same node, -1 none */
+    int *acc;        /* per node: its reduction statement in the kernel being built, -1;
+                        shared by every kernel (values_free resets its group's entries) */
 } Lower;
 
 /* Ask for node in a group of its own in the next plan (a reduction read at another
@@ -43,8 +50,12 @@ bool too_large(Lower *L, int node);
 void lower_index_check(Lower *L, int ids, Dim bound);
 /* The first graph output that returns node, or -1. */
 int lower_first_output(const Lower *L, int node);
+/* Group grp's members in node order; *n gets their count. */
+const int *lower_members(const Lower *L, int grp, int *n);
 
-/* Generating one group's values: a builder, the space's loop variables, a memo. */
+/* Generating one group's values: a builder, the space's loop variables, a memo, and the
+ * work stack that evaluates a value's operands before it (no recursion: a fused chain of
+ * any length is evaluated in constant C stack). */
 typedef struct Gen {
     Lower *L;
     KB kb;
@@ -53,13 +64,18 @@ typedef struct Gen {
     int inner_var[COIL_MAX_RANK]; /* per inner dim of the space: its loop variable */
     struct Memo *memo;
     int nmemo, cap_memo;
-    int *acc;                   /* per node: its reduction statement in this kernel, -1 */
+    struct Memo *work;          /* (node, index) pairs still to evaluate, the top next */
+    int nwork, cap_work;
+    bool evaluating;            /* inside one node's evaluation: operands are looked up */
+    int *acc;                   /* L->acc: per node, its reduction statement here, -1 */
 } Gen;
 
 bool values_init(Gen *G, Lower *L, int grp);
 void values_free(Gen *G);
 /* Node id's value at index idx (one lx index per dim of its type): -1 on failure (L->e
- * set) or when the fusion plan must change (lower_retry called). */
+ * set) or when the fusion plan must change (lower_retry called). Inside the evaluation
+ * of another node (the value functions of lower_gen.c) an operand not yet known is -1
+ * too: it is queued, and that node is evaluated again once its operands are known. */
 int value_at(Gen *G, int id, const int *idx);
 
 /* The dense row-major index of idx in a tensor of type t (an error on a repeated symbol). */

@@ -90,11 +90,13 @@ static bool root_index(const Gen *G, const FuseGroup *grp, const Type *t, int *i
 static bool store_roots(Gen *G, const FuseGroup *grp)
 {
     Lower *L = G->L;
-    const Graph *g = L->g;
-    for (int id = 0; id < g->nnode; id++) {
-        if (L->f->group[id] != G->grp || !L->f->stored[id])
+    int nm;
+    const int *member = lower_members(L, G->grp, &nm);
+    for (int i = 0; i < nm; i++) {
+        int id = member[i];
+        if (!L->f->stored[id])
             continue;
-        const Type *t = &g->node[id].type;
+        const Type *t = &L->g->node[id].type;
         int idx[COIL_MAX_RANK];
         bool full = root_index(G, grp, t, idx, &G->kb);
         int v = value_at(G, id, idx), index = dense_index_at(G, t, idx);
@@ -102,8 +104,9 @@ static bool store_roots(Gen *G, const FuseGroup *grp)
             return false;
         int phase = grp->kind == FUSE_ROW && full ? G->kb.phase_of[v] + 1 : -1;
         kb_store(&G->kb, phase, PENDING_BUF(id), index, v);
-        for (int o = 0; o < g->noutput; o++) /* returned again under another name */
-            if (g->output[o] == id && L->out_buf[o] != L->out_buf[lower_first_output(L, id)])
+        int first = lower_first_output(L, id);
+        for (int o = first >= 0 ? L->next_out[first] : -1; o >= 0; o = L->next_out[o])
+            if (L->out_buf[o] != L->out_buf[first]) /* returned again under another name */
                 kb_store(&G->kb, phase, L->out_buf[o], index, v);
     }
     return !G->kb.oom;
@@ -200,22 +203,79 @@ static bool resolve_buffers(Lower *L, Kernel *k, int step, const int *busy)
 
 /* ---------------------------------------------------------------- the kernel */
 
-/* Too many phases: the reduction in the last one gets a group of its own. */
-static void split_phases(Gen *G)
+/* The position of node id among a group's members (sorted), or -1. */
+static int member_pos(const int *member, int n, int id)
 {
-    for (int id = 0; id < G->L->g->nnode; id++)
-        if (G->acc[id] >= 0 && G->kb.stmt_phase[G->acc[id]] >= LOOP_MAX_PHASES - 1) {
-            lower_retry(G->L, id);
-            return;
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (member[mid] == id)
+            return mid;
+        if (member[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Too many phases: the first reduction in the last phase a kernel can hold gets a group
+ * of its own, which ends a segment of the kernel: the next segment loads what it reads
+ * of earlier ones (phase -1 again). Past that cut, the phases members would have are
+ * followed in node order (a reduction one above its operands', anything else theirs) and
+ * cut the same way, so a fused chain of many reductions (a stack of layer norms) is cut
+ * where each retry in turn would cut it, in one new plan rather than one plan per cut.
+ * A kernel that could not be built (it reads a group that failed: a new plan is due
+ * anyway) is cut by those phases alone, so a chain of such groups is cut in one plan too. */
+static void split_phases(Gen *G, bool built)
+{
+    const Graph *g = G->L->g;
+    const Fusion *f = G->L->f;
+    int nm, first = -1, seg = 0;
+    const int *member = lower_members(G->L, G->grp, &nm);
+    for (int i = 0; built && i < nm && first < 0; i++) {
+        int acc = G->acc[member[i]];
+        if (acc >= 0 && G->kb.stmt_phase[acc] >= LOOP_MAX_PHASES - 1)
+            first = i;
+    }
+    if (built && first < 0)
+        return;
+    if (built)
+        lower_retry(G->L, member[first]), seg = 1;
+    /* Out of memory for these, only that first cut is made: the next plan finds the rest. */
+    int *phase = calloc((size_t)nm + 1, sizeof *phase);
+    int *seg_of = calloc((size_t)nm + 1, sizeof *seg_of); /* up to that cut: segment 0 */
+    for (int i = first + 1; phase && seg_of && i < nm; i++) {
+        const Node *n = &g->node[member[i]];
+        int p = -1;
+        for (int j = 0; j < n->nin; j++) {
+            int o = n->in[j];
+            while (f->cls[o] == NC_VIEW)
+                o = g->node[o].in[0];
+            int at = member_pos(member, nm, o);
+            if (at >= 0 && seg_of[at] == seg && phase[at] > p)
+                p = phase[at];
         }
+        phase[i] = p + (f->cls[member[i]] == NC_REDUCE);
+        seg_of[i] = seg;
+        if (phase[i] < LOOP_MAX_PHASES - 1)
+            continue;
+        if (G->L->force[member[i]] != FORCE_OWN_GROUP) /* else its group is its own already */
+            lower_retry(G->L, member[i]);
+        seg++;
+    }
+    free(phase);
+    free(seg_of);
 }
 
 static const char *kernel_name(Lower *L, int index, int grp)
 {
     const char *what = "copy";
-    for (int id = L->g->nnode - 1; id >= 0; id--)
-        if (L->f->group[id] == grp && L->f->stored[id]) {
-            what = op_info[L->g->node[id].op].name;
+    int nm;
+    const int *member = lower_members(L, grp, &nm);
+    for (int i = nm - 1; i >= 0; i--)
+        if (L->f->stored[member[i]]) {
+            what = op_info[L->g->node[member[i]].op].name;
             break;
         }
     char *name = arena_alloc(L->p->arena, 48);
@@ -249,12 +309,12 @@ int lower_kernel(Lower *L, int grp, KernelCtx *ctx)
     bool ok = values_init(&G, L, grp);
     if (ok) {
         setup_space(&G, &k, fg);
-        ok = store_roots(&G, fg);
-        if (ok && ctx->c_buf >= 0)
+        bool built = store_roots(&G, fg);
+        if (built && ctx->c_buf >= 0)
             ctx->c_identity = reads_c_at_point(&G, &k, ctx->c_buf);
-        ok = ok && kb_finish(&G.kb, L->p->arena, &k);
-        if (!ok && !L->nretry && !G.kb.oom && err_ok(L->e))
-            split_phases(&G);
+        ok = built && kb_finish(&G.kb, L->p->arena, &k);
+        if (!ok && !G.kb.oom && err_ok(L->e) && (built || (L->nretry && fg->kind == FUSE_ROW)))
+            split_phases(&G, built);
     }
     if (!ok && !L->nretry && err_ok(L->e))
         err_set(L->e, ERR_INPUT, "lowering: out of memory building a kernel");

@@ -196,7 +196,10 @@ static bool match_type(Lower *L, Frame *f, const TypeExpr *pattern, const Value 
     if (v->kind != V_TENSOR)
         return fail(L, loc, "%s must be a tensor %s, got %s", who, type_text(L, pattern, pt, sizeof pt),
                     v_describe(L, v, d, sizeof d));
-    const Type *t = v_type(L, v);
+    /* A copy: matching evaluates each dim's expression, which may build nodes and move the
+     * node array a pointer from v_type points into. */
+    Type tv = *v_type(L, v);
+    const Type *t = &tv;
     bool ellipsis = pattern->dims && pattern->dims->kind == E_ELLIPSIS;
     int np = list_len(pattern->dims) - ellipsis;
     if (t->dt != pattern->dt || (ellipsis ? t->rank < np : t->rank != np))

@@ -9,10 +9,21 @@
 
 /* ---------------------------------------------------------------- building blocks */
 
+/* Node x's type copied into *t. b_type's pointer points into the node array, which the
+ * next builder call may move (it grows with realloc), so no rule holds one across a call:
+ * every rule reads the types it needs through this first. False for -1. */
+static bool type_of(Builder *b, int x, Type *t)
+{
+    const Type *p = b_type(b, x);
+    if (p)
+        *t = *p;
+    return p != NULL;
+}
+
 static DType dt_of(Builder *b, int x)
 {
-    const Type *t = b_type(b, x);
-    return t ? t->dt : DT_F32;
+    Type t;
+    return type_of(b, x, &t) ? t.dt : DT_F32;
 }
 
 static int k_(Builder *b, double v, int like) { return b_scalar(b, v, dt_of(b, like)); }
@@ -28,22 +39,19 @@ static void b_fail(Builder *b, const char *msg)
         err_at(b->err, b->loc, "%s", msg);
 }
 
-/* g summed back to operand x's shape (a copy of its type: b_type's pointer goes stale). */
+/* g summed back to operand x's shape. */
 static int unbroadcast_to(Builder *b, int g, int x)
 {
-    const Type *p = b_type(b, x);
-    if (!p)
-        return -1;
-    Type t = *p;
-    return grad_unbroadcast(b, g, &t);
+    Type t;
+    return type_of(b, x, &t) ? grad_unbroadcast(b, g, &t) : -1;
 }
 
+/* `to` must not point into the graph's node array (callers pass a copy). */
 int grad_unbroadcast(Builder *b, int g, const Type *to)
 {
-    const Type *gt = b_type(b, g);
-    if (!gt)
+    Type t;
+    if (!type_of(b, g, &t))
         return -1;
-    Type t = *gt;
     int lead = t.rank - to->rank, n = 0;
     int64_t axes[COIL_MAX_RANK];
     for (int d = 0; d < t.rank; d++)
@@ -51,12 +59,11 @@ int grad_unbroadcast(Builder *b, int g, const Type *to)
             axes[n++] = d;
     if (n > 0)
         g = b_reduce(b, OP_SUM, g, n, axes, true);
-    Type want = *to;
+    Type want = *to, now;
     want.dt = t.dt;
-    const Type *now = b_type(b, g);
-    bool same = now && now->rank == want.rank;
+    bool same = type_of(b, g, &now) && now.rank == want.rank;
     for (int d = 0; same && d < want.rank; d++)
-        same = dim_eq(now->dim[d], want.dim[d]);
+        same = dim_eq(now.dim[d], want.dim[d]);
     return same ? g : b_reshape(b, g, &want);
 }
 
@@ -318,9 +325,9 @@ bool grad_where(Builder *b, const Node *n, const int *in, int out, int g, int *d
 bool grad_cast(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)n, (void)out;
-    const Type *t = b_type(b, in[0]);
-    if (t && dtype_info[t->dt].is_float)
-        din[0] = b_cast(b, g, t->dt);
+    Type t;
+    if (type_of(b, in[0], &t) && dtype_info[t.dt].is_float)
+        din[0] = b_cast(b, g, t.dt);
     return true;
 }
 
@@ -329,21 +336,21 @@ bool grad_cast(Builder *b, const Node *n, const int *in, int out, int g, int *di
 bool grad_sum(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)out;
-    const Type *x = b_type(b, in[0]);
-    if (!x)
+    Type t;
+    if (!type_of(b, in[0], &t))
         return false;
-    Type t = *x;
     t.dt = dt_of(b, g);
     din[0] = b_expand(b, keepdim_form(b, n, g, &t), &t);
     return true;
 }
 
+/* The operand's type is taken before grad_sum builds: a pointer taken then would dangle
+ * once its nodes grow the array (a use after free that coil train hit). */
 bool grad_mean(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
-    const Type *x = b_type(b, in[0]);
-    if (!x || !grad_sum(b, n, in, out, g, din))
+    Type t;
+    if (!type_of(b, in[0], &t) || !grad_sum(b, n, in, out, g, din))
         return false;
-    Type t = *x;
     din[0] = div_(b, din[0], reduced_count(b, n, &t, g));
     return true;
 }
@@ -351,10 +358,9 @@ bool grad_mean(Builder *b, const Node *n, const int *in, int out, int g, int *di
 /* max and min: shared evenly among the elements equal to the result. */
 bool grad_extremum(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
-    const Type *xp = b_type(b, in[0]);
-    if (!xp)
+    Type x;
+    if (!type_of(b, in[0], &x))
         return false;
-    Type x = *xp;
     int hit = b_binary(b, OP_EQ, in[0], keepdim_form(b, n, out, &x));
     int64_t axes[COIL_MAX_RANK];
     int na = 0;
@@ -372,14 +378,14 @@ bool grad_extremum(Builder *b, const Node *n, const int *in, int out, int g, int
 /* The last two dims swapped. */
 static int swap_last(Builder *b, int x)
 {
-    const Type *t = b_type(b, x);
-    if (!t)
+    Type t;
+    if (!type_of(b, x, &t))
         return -1;
     int64_t perm[COIL_MAX_RANK];
-    for (int d = 0; d < t->rank; d++)
+    for (int d = 0; d < t.rank; d++)
         perm[d] = d;
-    perm[t->rank - 2] = t->rank - 1, perm[t->rank - 1] = t->rank - 2;
-    return b_transpose(b, x, t->rank, perm);
+    perm[t.rank - 2] = t.rank - 1, perm[t.rank - 1] = t.rank - 2;
+    return b_transpose(b, x, t.rank, perm);
 }
 
 bool grad_matmul(Builder *b, const Node *n, const int *in, int out, int g, int *din)
@@ -402,8 +408,8 @@ static bool swaps_last(const Attr *p)
 bool grad_transpose(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)in, (void)out;
-    const Attr *p = node_attr(n, "perm");
-    const Node *gn = &b->g->node[g];
+    const Attr *p = node_attr(n, "perm"); /* n is the source graph's: it never moves */
+    const Node *gn = &b->g->node[g]; /* read now, before anything is built */
     if (swaps_last(p) && gn->op == OP_MATMUL) {
         /* A weight used as W^T gets (x^T g)^T: computed as g^T x, its rows in W's order,
          * rather than a product then a strided copy of it. */
@@ -421,10 +427,9 @@ bool grad_transpose(Builder *b, const Node *n, const int *in, int out, int g, in
 bool grad_reshape(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)n, (void)out;
-    const Type *t = b_type(b, in[0]);
-    if (!t)
+    Type want;
+    if (!type_of(b, in[0], &want))
         return false;
-    Type want = *t;
     want.dt = dt_of(b, g);
     din[0] = b_reshape(b, g, &want);
     return true;
@@ -449,10 +454,9 @@ static int zeros_along(Builder *b, const Type *x, int axis, int64_t len)
 bool grad_slice(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)out;
-    const Type *xp = b_type(b, in[0]);
-    if (!xp)
+    Type x;
+    if (!type_of(b, in[0], &x))
         return false;
-    Type x = *xp;
     x.dt = dt_of(b, g);
     int axis = (int)node_int(n, "axis");
     axis = axis < 0 ? axis + x.rank : axis;
@@ -481,17 +485,16 @@ bool grad_concat(Builder *b, const Node *n, const int *in, int out, int g, int *
     int axis = (int)node_int(n, "axis");
     int64_t at = 0;
     for (int j = 0; j < n->nin; j++) {
-        const Type *p = b_type(b, in[j]);
-        if (!p)
+        Type t;
+        if (!type_of(b, in[j], &t))
             return false;
-        Type t0 = *p, *t = &t0;
-        int ax = axis < 0 ? axis + t->rank : axis;
-        if (!dim_is_static(t->dim[ax])) {
+        int ax = axis < 0 ? axis + t.rank : axis;
+        if (!dim_is_static(t.dim[ax])) {
             b_fail(b, "autodiff: concat along a symbolic dimension has no gradient rule yet");
             return false;
         }
-        din[j] = b_slice(b, g, ax, at, at + t->dim[ax].k, 1);
-        at += t->dim[ax].k;
+        din[j] = b_slice(b, g, ax, at, at + t.dim[ax].k, 1);
+        at += t.dim[ax].k;
     }
     return true;
 }
@@ -502,10 +505,9 @@ bool grad_concat(Builder *b, const Node *n, const int *in, int out, int g, int *
 bool grad_gather(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)out;
-    const Type *tp = b_type(b, in[0]), *ip = b_type(b, in[1]);
-    if (!tp || !ip)
+    Type table, idx;
+    if (!type_of(b, in[0], &table) || !type_of(b, in[1], &idx))
         return false;
-    Type table = *tp, idx = *ip;
     if (node_int(n, "axis") != 0) {
         b_fail(b, "autodiff: gather along an axis other than 0 has no gradient rule yet");
         return false;

@@ -10,6 +10,7 @@
  * group (softmax, layer_norm, cross_entropy each become one kernel of a few phases).
  * Afterwards a GEMM takes a pointwise group reading its result at the same index as its
  * epilogue, and groups of one space that read a common buffer merge (horizontal fusion).
+ * A group holds at most FUSE_MAX_NODES nodes: a longer chain is cut into several kernels.
  * Views are never grouped: lowering turns them into index expressions wherever used. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +29,21 @@ typedef struct Plan {
     int *user;
     int *next;        /* per node: the next member of its group, -1 at the end */
     int *head;        /* per group: its first member */
+    int *size;        /* per group: its members */
     int cap_group;
+    int max_nodes;    /* the most members a group takes (INT32_MAX: no limit) */
     int *mark;        /* per node: DFS visit stamp */
     int stamp;
     int *stack;       /* DFS stack */
     int *scratch;     /* a node's reader groups */
+    int *walk;        /* each_user's stack: one entry per use at most */
+    /* Once the groups are made (epilogues and siblings): a position per unit (a GEMM and
+     * its epilogue are one unit) with every unit after those it needs, and scratch for
+     * walks over units: per group a visit stamp, lists and a stack of ngroup entries. */
+    int *ord;
+    int *umark, ustamp;
+    int *ustack, *ulist_f, *ulist_b;
+    int64_t *upool;
 } Plan;
 
 /* ---------------------------------------------------------------- classes */
@@ -122,7 +133,8 @@ static bool build_users(Plan *p)
         total += g->node[id].nin;
     p->user_start = calloc((size_t)g->nnode + 2, sizeof(int));
     p->user = malloc(((size_t)total + 1) * sizeof(int));
-    if (!p->user_start || !p->user)
+    p->walk = malloc(((size_t)total + 1) * sizeof(int));
+    if (!p->user_start || !p->user || !p->walk)
         return false;
     for (int id = 0; id < g->nnode; id++)
         for (int j = 0; j < g->node[id].nin; j++)
@@ -146,13 +158,17 @@ static int new_group(Plan *p, FuseKind kind, const Type *space, unsigned inner)
         int *nh = ng ? realloc(p->head, (size_t)cap * sizeof *nh) : NULL;
         if (ng)
             f->g = ng;
-        if (!nh)
+        if (nh)
+            p->head = nh;
+        int *ns = nh ? realloc(p->size, (size_t)cap * sizeof *ns) : NULL;
+        if (!ns)
             return -1;
-        p->head = nh;
+        p->size = ns;
         p->cap_group = cap;
     }
     f->g[f->ngroup] = (FuseGroup){kind, *space, inner, -1, -1};
     p->head[f->ngroup] = -1;
+    p->size[f->ngroup] = 0;
     return f->ngroup++;
 }
 
@@ -162,6 +178,7 @@ static void join(Plan *p, int id, int grp, bool stored)
     p->f->stored[id] = stored;
     p->next[id] = p->head[grp];
     p->head[grp] = id;
+    p->size[grp]++;
 }
 
 /* The operand reached through a chain of views (a compute node, a leaf). */
@@ -173,19 +190,29 @@ static int through_views(const Graph *g, const Fusion *f, int id)
 }
 
 /* Calls fn for each compute node that reads id, looking through views (an output view
- * is both a reader — its copy — and transparent for its own readers). */
+ * is both a reader — its copy — and transparent for its own readers), depth first in use
+ * order. A view has one operand, so each use is pushed once: the stack needs one entry
+ * per use, however long a chain of views is. */
 typedef void (*UserFn)(Plan *p, int user, void *ctx);
+
+static void push_users(Plan *p, int id, int *sp)
+{
+    for (int k = p->user_start[id + 1] - 1; k >= p->user_start[id]; k--)
+        p->walk[(*sp)++] = p->user[k]; /* reversed: the first use is popped first */
+}
 
 static void each_user(Plan *p, int id, UserFn fn, void *ctx)
 {
-    for (int k = p->user_start[id]; k < p->user_start[id + 1]; k++) {
-        int u = p->user[k];
+    int sp = 0;
+    push_users(p, id, &sp);
+    while (sp) {
+        int u = p->walk[--sp];
         if (p->f->cls[u] == NC_DEAD)
             continue;
         if (is_view(&p->g->node[u])) {
             if (p->f->cls[u] == NC_ELEMENT)
                 fn(p, u, ctx);
-            each_user(p, u, fn, ctx);
+            push_users(p, u, &sp);
         } else if (is_compute(p->f->cls[u])) {
             fn(p, u, ctx);
         }
@@ -252,13 +279,14 @@ static const Type *operand_type(const Plan *p, int id, int j)
 
 /* Whether node id can be computed in group grp: inline (every value it gives is used
  * there) or stored (it also writes its buffer, so its shape must be a point of the
- * space). A reduction fits a row group over its operand with its axes, or a pointwise
- * group over its operand or over its result, which then becomes that row group. */
+ * space), and grp has room for it. A reduction fits a row group over its operand with
+ * its axes, or a pointwise group over its operand or over its result, which then becomes
+ * that row group. */
 static bool fits(const Plan *p, int id, int grp, bool stored)
 {
     const Node *n = &p->g->node[id];
     const FuseGroup *G = &p->f->g[grp];
-    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION)
+    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION || p->size[grp] >= p->max_nodes)
         return false;
     if (p->f->cls[id] == NC_ELEMENT) {
         if (type_same_shape(&n->type, &G->space))
@@ -415,7 +443,9 @@ static bool reads_only_at_identity(Plan *p, int grp, int m)
     return true;
 }
 
-/* No path from grp to m's group other than grp's direct reads of m. */
+/* No path from grp to m's group other than grp's direct reads of m. m's group is m
+ * alone (a GEMM), and nodes below m cannot reach it: the walk stops there, so it costs
+ * what lies between grp and m, not the whole graph below. */
 static bool depends_only_directly(Plan *p, int grp, int m)
 {
     int sp = 0, gm = p->f->group[m];
@@ -431,7 +461,7 @@ static bool depends_only_directly(Plan *p, int grp, int m)
             int o = n->in[j];
             if (p->f->group[o] == gm && p->f->group[x] != grp)
                 return false; /* reached m through another group */
-            if (o == m || p->mark[o] == p->stamp)
+            if (o <= m || p->mark[o] == p->stamp)
                 continue;
             p->mark[o] = p->stamp;
             p->stack[sp++] = o;
@@ -446,15 +476,17 @@ static int unit_of(const Fusion *f, int grp) { return f->g[grp].gemm >= 0 ? f->g
 /* Whether group `from` needs group `to` to have run, counting a GEMM and its epilogue as
  * one step (the order's unit): a group that reads a GEMM's product waits for its epilogue
  * too, so reading a product whose epilogue reads `to` is needing `to`, though no chain of
- * nodes says so. seen: ngroup zeroed bytes; stack: ngroup ints. */
-static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
+ * nodes says so. A unit placed before to's (p->ord) cannot need it: the walk skips those,
+ * so it only covers what lies between the two. */
+static bool unit_reaches(Plan *p, int from, int to)
 {
     Fusion *f = p->f;
-    int sp = 0;
-    memset(seen, 0, (size_t)f->ngroup);
-    seen[from] = 1, stack[sp++] = from;
+    int sp = 0, stamp = ++p->ustamp, floor = p->ord[unit_of(f, to)];
+    if (p->ord[unit_of(f, from)] < floor)
+        return false;
+    p->umark[from] = stamp, p->ustack[sp++] = from;
     while (sp) {
-        int grp = stack[--sp];
+        int grp = p->ustack[--sp];
         for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
             const Node *n = &p->g->node[x];
             for (int j = 0; j < n->nin; j++) {
@@ -465,8 +497,8 @@ static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
                 for (int k = 0; k < 2; k++) {
                     if (parts[k] == to)
                         return true;
-                    if (parts[k] >= 0 && !seen[parts[k]])
-                        seen[parts[k]] = 1, stack[sp++] = parts[k];
+                    if (parts[k] >= 0 && p->umark[parts[k]] != stamp && p->ord[unit] > floor)
+                        p->umark[parts[k]] = stamp, p->ustack[sp++] = parts[k];
                 }
             }
         }
@@ -474,10 +506,106 @@ static bool unit_reaches(Plan *p, int from, int to, char *seen, int *stack)
     return false;
 }
 
+/* ---------------------------------------------------------------- keeping the unit order */
+
+/* Merging two units (an epilogue into its GEMM's, or two siblings) can put a unit between
+ * them out of order. Only the units positioned between the two are looked at (Pearce and
+ * Kelly's dynamic topological order): those the later one needs (B) move before the
+ * merged unit, those that need the earlier one (F) after it, each set in its own order,
+ * into the positions they and the two held. A chain of such merges costs what lies
+ * between each pair, not a walk of the graph. */
+typedef struct Region {
+    int lo, hi;  /* positions of the earlier and the later unit: the walk stays between */
+    int mark, other; /* this walk's stamp; the other walk's (a unit in both: a cycle) */
+    int *list, n;
+    bool clash;
+} Region;
+
+static void region_add(Plan *p, int unit, Region *r)
+{
+    int at = p->ord[unit];
+    if (at <= r->lo || at >= r->hi || p->umark[unit] == r->mark)
+        return;
+    r->clash |= p->umark[unit] == r->other;
+    p->umark[unit] = r->mark;
+    r->list[r->n++] = unit;
+}
+
+static void add_user_unit(Plan *p, int user, void *ctx)
+{
+    if (p->f->group[user] >= 0)
+        region_add(p, unit_of(p->f, p->f->group[user]), ctx);
+}
+
+/* Every unit that reads unit u's parts (users) or that they read (deps), added to r. */
+static void near_units(Plan *p, int u, bool users, Region *r)
+{
+    int parts[2] = {u, p->f->g[u].epilogue};
+    for (int k = 0; k < 2; k++)
+        for (int x = parts[k] >= 0 ? p->head[parts[k]] : -1; x >= 0; x = p->next[x]) {
+            if (users) {
+                each_user(p, x, add_user_unit, r);
+                continue;
+            }
+            for (int j = 0; j < p->g->node[x].nin; j++) {
+                int dep = p->f->group[through_views(p->g, p->f, p->g->node[x].in[j])];
+                if (dep >= 0)
+                    region_add(p, unit_of(p->f, dep), r);
+            }
+        }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The units of r sorted by position, as (position << 32 | unit) in out. */
+static void by_position(const Plan *p, const Region *r, int64_t *out)
+{
+    for (int i = 0; i < r->n; i++)
+        out[i] = (int64_t)p->ord[r->list[i]] << 32 | r->list[i];
+    qsort(out, (size_t)r->n, sizeof *out, cmp_i64);
+}
+
+/* Units a and b become one, named keep; positions repaired as above. Called while the
+ * two are still apart (siblings) or just joined (an epilogue: the joined parts add no
+ * reads between the two, so the walks are the same). */
+static void merge_positions(Plan *p, int a, int b, int keep)
+{
+    int lo = p->ord[a] < p->ord[b] ? a : b, hi = lo == a ? b : a;
+    Region f = {p->ord[lo], p->ord[hi], ++p->ustamp, -1, p->ulist_f, 0, false};
+    Region bk = {p->ord[lo], p->ord[hi], ++p->ustamp, f.mark, p->ulist_b, 0, false};
+    near_units(p, lo, true, &f);
+    for (int i = 0; i < f.n; i++)
+        near_units(p, f.list[i], true, &f);
+    near_units(p, hi, false, &bk);
+    for (int i = 0; i < bk.n; i++)
+        near_units(p, bk.list[i], false, &bk);
+    if (bk.clash)
+        return; /* a cycle: the callers have ruled it out */
+    int64_t *fs = p->upool, *bs = fs + f.n, *slot = bs + bk.n;
+    by_position(p, &f, fs);
+    by_position(p, &bk, bs);
+    int nslot = 0; /* the positions the moved units and the two held, in order */
+    for (int i = 0; i < f.n; i++)
+        slot[nslot++] = fs[i] >> 32;
+    for (int i = 0; i < bk.n; i++)
+        slot[nslot++] = bs[i] >> 32;
+    slot[nslot++] = p->ord[lo], slot[nslot++] = p->ord[hi];
+    qsort(slot, (size_t)nslot, sizeof *slot, cmp_i64);
+    for (int i = 0; i < bk.n; i++) /* B lowest, then the merged unit, F highest */
+        p->ord[(int)(bs[i] & 0xffffffff)] = (int)slot[i];
+    p->ord[keep] = (int)slot[bk.n];
+    for (int i = 0; i < f.n; i++)
+        p->ord[(int)(fs[i] & 0xffffffff)] = (int)slot[nslot - f.n + i];
+}
+
 /* Whether grp as GEMM gm's epilogue would close a cycle of steps: a group grp reads
  * (other than gm's own unit) needs gm's unit, its epilogue now included (a GEMM whose
  * operand is built from gm's product while grp also reads that GEMM's result). */
-static bool epilogue_cycles(Plan *p, int grp, int gm, char *seen, int *stack)
+static bool epilogue_cycles(Plan *p, int grp, int gm)
 {
     Fusion *f = p->f;
     for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
@@ -486,9 +614,9 @@ static bool epilogue_cycles(Plan *p, int grp, int gm, char *seen, int *stack)
             int dep = f->group[through_views(p->g, f, n->in[j])];
             if (dep < 0 || dep == grp || unit_of(f, dep) == gm)
                 continue;
-            if (unit_reaches(p, unit_of(f, dep), gm, seen, stack) ||
+            if (unit_reaches(p, unit_of(f, dep), gm) ||
                 (f->g[unit_of(f, dep)].epilogue >= 0 &&
-                 unit_reaches(p, f->g[unit_of(f, dep)].epilogue, gm, seen, stack)))
+                 unit_reaches(p, f->g[unit_of(f, dep)].epilogue, gm)))
                 return true;
         }
     }
@@ -498,9 +626,7 @@ static bool epilogue_cycles(Plan *p, int grp, int gm, char *seen, int *stack)
 static void choose_epilogues(Plan *p, int *scratch)
 {
     Fusion *f = p->f;
-    char *seen = malloc((size_t)f->ngroup + 1);
-    int *stack = malloc(((size_t)f->ngroup + 1) * 2 * sizeof *stack);
-    for (int gm = 0; seen && stack && gm < f->ngroup; gm++) {
+    for (int gm = 0; gm < f->ngroup; gm++) {
         if (f->g[gm].kind != FUSE_GEMM || !dtype_info[f->g[gm].space.dt].is_float)
             continue; /* an integer matmul is a loop kernel, with no epilogue */
         int m = p->head[gm];
@@ -515,13 +641,13 @@ static void choose_epilogues(Plan *p, int *scratch)
                 continue;
             f->g[gm].epilogue = grp;
             G->gemm = gm;
-            if (!epilogue_cycles(p, grp, gm, seen, stack))
+            if (!epilogue_cycles(p, grp, gm)) {
+                merge_positions(p, gm, grp, gm);
                 break;
+            }
             f->g[gm].epilogue = G->gemm = -1; /* not this one: try the next reader */
         }
     }
-    free(seen);
-    free(stack);
 }
 
 /* ---------------------------------------------------------------- horizontal fusion */
@@ -568,6 +694,8 @@ static void merge_into(Plan *p, int a, int b)
         p->head[a] = p->head[b];
     }
     p->head[b] = -1;
+    p->size[a] += p->size[b];
+    p->size[b] = 0;
 }
 
 /* Siblings further apart than this many nodes are not merged: the later one would run at
@@ -576,37 +704,82 @@ static void merge_into(Plan *p, int a, int b)
  * the backward's recomputation would move back into the forward and save nothing. */
 #define SIBLING_WINDOW 48
 
-static int first_node(const Plan *p, int grp)
+/* Each group's first node, and the group whose first node each node is (groups
+ * partition the nodes, so no node is the first of two): the groups near a group are
+ * found by looking at the 2 * SIBLING_WINDOW + 1 nodes around its first. */
+typedef struct Firsts {
+    int *of_group; /* per group: its smallest member */
+    int *group_at; /* per node: the group it is the first node of, or -1 */
+} Firsts;
+
+static bool firsts_make(const Plan *p, Firsts *fs)
 {
-    int first = INT32_MAX;
-    for (int x = p->head[grp]; x >= 0; x = p->next[x])
-        first = x < first ? x : first;
-    return first;
+    const Fusion *f = p->f;
+    fs->of_group = malloc(((size_t)f->ngroup + 1) * sizeof(int));
+    fs->group_at = malloc(((size_t)f->nnode + 1) * sizeof(int));
+    if (!fs->of_group || !fs->group_at)
+        return false;
+    for (int grp = 0; grp < f->ngroup; grp++)
+        fs->of_group[grp] = -1;
+    for (int x = 0; x < f->nnode; x++) {
+        int grp = f->group[x];
+        fs->group_at[x] = -1;
+        if (grp >= 0 && fs->of_group[grp] < 0) /* ascending x: the smallest */
+            fs->of_group[grp] = x, fs->group_at[x] = grp;
+    }
+    return true;
 }
 
-static bool near(const Plan *p, int a, int b)
+static void firsts_free(Firsts *fs)
 {
-    int d = first_node(p, a) - first_node(p, b);
-    return (d < 0 ? -d : d) <= SIBLING_WINDOW;
+    free(fs->of_group);
+    free(fs->group_at);
+}
+
+/* The smallest live group above `after` whose first node is near a's. */
+static int next_near(const Plan *p, const Firsts *fs, int a, int after)
+{
+    int at = fs->of_group[a], best = -1;
+    int lo = at - SIBLING_WINDOW < 0 ? 0 : at - SIBLING_WINDOW;
+    int hi = at + SIBLING_WINDOW >= p->f->nnode ? p->f->nnode - 1 : at + SIBLING_WINDOW;
+    for (int x = lo; x <= hi; x++) {
+        int b = fs->group_at[x];
+        if (b > after && (best < 0 || b < best) && p->head[b] >= 0 && fs->of_group[b] == x)
+            best = b;
+    }
+    return best;
+}
+
+static void merge_near(Plan *p, Firsts *fs, int a, int b)
+{
+    merge_positions(p, a, b, a);
+    merge_into(p, a, b);
+    if (fs->of_group[b] < fs->of_group[a]) {
+        fs->group_at[fs->of_group[a]] = -1;
+        fs->of_group[a] = fs->of_group[b];
+        fs->group_at[fs->of_group[a]] = a;
+    }
 }
 
 /* Siblings: groups of one space reading a common buffer, near each other, neither needing
  * the other (as steps: through GEMM epilogues too, or the merged group would wait on
- * itself). */
+ * itself). For each group a, the candidates b > a in increasing order, each judged by how
+ * near it is to a as a is then; only near groups are looked at, so this is linear in the
+ * groups. A path from one group to another passes only nodes above the latter's first,
+ * which bounds each walk. */
 static void merge_siblings(Plan *p)
 {
     Fusion *f = p->f;
-    char *seen = malloc((size_t)f->ngroup + 1);
-    int *stack = malloc(((size_t)f->ngroup + 1) * 2 * sizeof *stack);
-    for (int a = 0; seen && stack && a < f->ngroup; a++)
-        for (int b = a + 1; p->head[a] >= 0 && b < f->ngroup; b++)
-            if (p->head[b] >= 0 && same_space(&f->g[a], &f->g[b]) && near(p, a, b) &&
+    Firsts fs = {0};
+    bool ok = firsts_make(p, &fs);
+    for (int a = 0; ok && a < f->ngroup; a++)
+        for (int b = a; p->head[a] >= 0 && (b = next_near(p, &fs, a, b)) >= 0;)
+            if (same_space(&f->g[a], &f->g[b]) && p->size[a] + p->size[b] <= p->max_nodes &&
                 share_a_read(p, a, b) &&
-                !reaches(p, a, b, -1) && !reaches(p, b, a, -1) &&
-                !unit_reaches(p, a, b, seen, stack) && !unit_reaches(p, b, a, seen, stack))
-                merge_into(p, a, b);
-    free(seen);
-    free(stack);
+                !reaches(p, a, b, fs.of_group[b] - 1) && !reaches(p, b, a, fs.of_group[a] - 1) &&
+                !unit_reaches(p, a, b) && !unit_reaches(p, b, a))
+                merge_near(p, &fs, a, b);
+    firsts_free(&fs);
 }
 
 /* Drop emptied groups, renumbering the rest (and the epilogue links). */
@@ -634,42 +807,70 @@ static void compact_groups(Plan *p)
 /* ---------------------------------------------------------------- order */
 
 
+/* A unit on the ordering walk's stack: the group whose members' reads it is going
+ * through (the unit's own, then its epilogue's) and where it is in them. */
+typedef struct Visit {
+    int unit, grp, x, j;
+} Visit;
+
 typedef struct Order {
     Plan *p;
-    char *state; /* per group: 0 new, 1 visiting, 2 done */
+    char *state;  /* per group: 0 new, 1 on the stack, 2 done */
+    Visit *stack; /* a unit is on it at most once: ngroup entries */
+    int *out;     /* the groups in order */
     int n;
 } Order;
 
-static void visit(Order *o, int unit);
-
-/* Visit the units that group grp's members read. */
-static void visit_deps(Order *o, int grp, int unit)
+/* The next unit the top of the stack reads that is not ordered yet, or -1 when its reads
+ * are all done. */
+static int next_dep(Order *o, Visit *v)
 {
     const Plan *p = o->p;
-    for (int x = p->head[grp]; x >= 0; x = p->next[x]) {
-        const Node *n = &p->g->node[x];
-        for (int j = 0; j < n->nin; j++) {
-            int src = through_views(p->g, p->f, n->in[j]);
-            int dep = p->f->group[src];
-            if (dep >= 0 && unit_of(p->f, dep) != unit)
-                visit(o, unit_of(p->f, dep));
+    for (;;) {
+        for (; v->x >= 0; v->x = p->next[v->x], v->j = 0) {
+            const Node *n = &p->g->node[v->x];
+            while (v->j < n->nin) {
+                int dep = p->f->group[through_views(p->g, p->f, n->in[v->j++])];
+                if (dep >= 0 && unit_of(p->f, dep) != v->unit && !o->state[unit_of(p->f, dep)])
+                    return unit_of(p->f, dep);
+            }
         }
+        int epi = p->f->g[v->unit].epilogue;
+        if (v->grp != v->unit || epi < 0)
+            return -1;
+        *v = (Visit){v->unit, epi, p->head[epi], 0}; /* then the epilogue's reads */
     }
 }
 
+static void push_unit(Order *o, int *sp, int unit)
+{
+    o->state[unit] = 1;
+    o->stack[(*sp)++] = (Visit){unit, unit, o->p->head[unit], 0};
+}
+
+/* Depth first from unit: every unit it reads is ordered before it (a post-order walk with
+ * its own stack: a chain of thousands of groups needs no C stack). */
 static void visit(Order *o, int unit)
 {
+    Fusion *f = o->p->f;
+    int sp = 0;
     if (o->state[unit])
         return; /* done, or a cycle (impossible by construction) */
-    o->state[unit] = 1;
-    Fusion *f = o->p->f;
-    visit_deps(o, unit, unit);
-    if (f->g[unit].epilogue >= 0)
-        visit_deps(o, f->g[unit].epilogue, unit);
-    o->state[unit] = 2;
-    f->order[o->n++] = unit;
-    if (f->g[unit].epilogue >= 0)
-        f->order[o->n++] = f->g[unit].epilogue;
+    push_unit(o, &sp, unit);
+    while (sp) {
+        Visit *v = &o->stack[sp - 1];
+        int dep = next_dep(o, v);
+        if (dep >= 0) {
+            push_unit(o, &sp, dep);
+            continue;
+        }
+        int u = v->unit;
+        sp--;
+        o->state[u] = 2;
+        o->out[o->n++] = u;
+        if (f->g[u].epilogue >= 0)
+            o->out[o->n++] = f->g[u].epilogue;
+    }
 }
 
 /* Groups by the last node each holds, so the steps keep the graph's own order where
@@ -705,19 +906,46 @@ static int *groups_by_last_node(const Plan *p)
 static bool order_groups(Plan *p)
 {
     Fusion *f = p->f;
-    Order o = {p, calloc((size_t)f->ngroup + 1, 1), 0};
+    Order o = {p, calloc((size_t)f->ngroup + 1, 1),
+               malloc(((size_t)f->ngroup + 1) * sizeof *o.stack), NULL, 0};
     int *by_last = groups_by_last_node(p);
-    f->order = malloc(((size_t)f->ngroup + 1) * sizeof *f->order);
-    if (!o.state || !f->order || !by_last) {
-        free(o.state), free(by_last);
+    o.out = f->order = malloc(((size_t)f->ngroup + 1) * sizeof *f->order);
+    if (!o.state || !o.stack || !f->order || !by_last) {
+        free(o.state), free(o.stack), free(by_last);
         return false;
     }
     for (int i = 0; i < f->ngroup; i++)
         if (f->g[by_last[i]].gemm < 0)
             visit(&o, by_last[i]);
     free(o.state);
+    free(o.stack);
     free(by_last);
     return o.n == f->ngroup;
+}
+
+/* The first unit order (before any epilogue or sibling merge: units are groups), and the
+ * scratch the walks over units use. */
+static bool rank_units(Plan *p)
+{
+    Fusion *f = p->f;
+    size_t n = (size_t)f->ngroup + 2;
+    Order o = {p, calloc(n, 1), malloc(n * sizeof *o.stack), malloc(n * sizeof(int)), 0};
+    p->ord = malloc(n * sizeof *p->ord);
+    p->umark = calloc(n, sizeof *p->umark);
+    p->ustack = malloc(n * sizeof *p->ustack);
+    p->ulist_f = malloc(n * sizeof *p->ulist_f);
+    p->ulist_b = malloc(n * sizeof *p->ulist_b);
+    p->upool = malloc(2 * n * sizeof *p->upool);
+    bool ok = o.state && o.stack && o.out && p->ord && p->umark && p->ustack && p->ulist_f &&
+              p->ulist_b && p->upool;
+    for (int grp = 0; ok && grp < f->ngroup; grp++)
+        visit(&o, grp);
+    for (int i = 0; ok && i < o.n; i++)
+        p->ord[o.out[i]] = i;
+    free(o.state);
+    free(o.stack);
+    free(o.out);
+    return ok && o.n == f->ngroup;
 }
 
 /* ---------------------------------------------------------------- entry points */
@@ -730,9 +958,17 @@ static void plan_free(Plan *p)
     free(p->user);
     free(p->next);
     free(p->head);
+    free(p->size);
     free(p->mark);
     free(p->stack);
     free(p->scratch);
+    free(p->walk);
+    free(p->ord);
+    free(p->umark);
+    free(p->ustack);
+    free(p->ulist_f);
+    free(p->ulist_b);
+    free(p->upool);
 }
 
 static bool plan_alloc(Plan *p, Fusion *f)
@@ -772,6 +1008,7 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
     static const FuseOptions defaults = {0};
     memset(f, 0, sizeof *f);
     Plan p = {.g = g, .f = f, .o = o ? o : &defaults};
+    p.max_nodes = p.o->max_nodes < 0 ? INT32_MAX : p.o->max_nodes ? p.o->max_nodes : FUSE_MAX_NODES;
     bool ok = plan_alloc(&p, f);
     bool *live = ok ? calloc((size_t)g->nnode + 1, sizeof *live) : NULL;
     if (!ok || !live) {
@@ -789,6 +1026,9 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
             ok = decide(&p, id, p.scratch);
     if (!ok && err_ok(e))
         err_set(e, ERR_INPUT, "fusion: out of memory grouping '%s'", g->name);
+    if (ok && !p.o->off && !(ok = rank_units(&p)))
+        err_set(e, ERR_INPUT, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
+                g->name);
     if (ok && !p.o->off) {
         choose_epilogues(&p, p.scratch);
         merge_siblings(&p);

@@ -49,9 +49,18 @@ typedef struct Fusion {
 /* What lowering may ask of a retry: a node stored by a group of its own. */
 enum { FORCE_NONE = 0, FORCE_OWN_GROUP = 1 };
 
+/* The most nodes one group holds by default. A longer chain becomes several kernels, a
+ * store and a load apart. LLVM's loop vectorizer takes time quadratic in the uses of a
+ * constant, so in a kernel's size: a fused chain of 10,002 tanh, mul and add ops took
+ * 160 s in one kernel, 15 s in ten; each kernel also costs LLVM some 50 ms of its own, so
+ * the limit is not lower. A buffer every 1024 ops costs nothing measurable at run time;
+ * no model in examples/ has a group of 20 nodes. */
+#define FUSE_MAX_NODES 1024
+
 typedef struct FuseOptions {
     bool off;             /* every compute node its own group, no epilogues (--no-fusion) */
     const uint8_t *force; /* per node (may be NULL): FORCE_* */
+    int max_nodes;        /* the most nodes in a group: 0 for FUSE_MAX_NODES, < 0 no limit */
 } FuseOptions;
 
 /* Plan g, which must hold only primitives (decompose first; decompose_fused may leave

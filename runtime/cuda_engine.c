@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "codegen/cuda/cuda.h"
+#include "codegen/index_bounds.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
@@ -80,6 +81,8 @@ struct CudaEngine {
     LtStep *lts;             /* per step: cuBLASLt with the epilogue */
     LtStep *ltp;             /* per step: cuBLASLt plain, the epilogue a kernel (tuning) */
     CudaStepConfig *cfg;     /* per step: what the autotuner chose (zeros: the heuristics) */
+    int *range_buf;          /* per step: a range step's [min, max] buffer, else -1 */
+    bool *skip;              /* per step: a range step proven unneeded at the planned sizes */
     CUmodule *vmod;          /* per kernel: its variants' module, loaded when first used */
     CUfunction *vfn;         /* per kernel: the configured variant (NULL: fn[k]) */
     bool warm;               /* a run at these sizes has completed (graphs capture after) */
@@ -196,12 +199,17 @@ static bool alloc_tables(CudaEngine *en, Err *e)
     en->cfg = calloc(nstep, sizeof *en->cfg);
     en->vmod = calloc((size_t)p->nkernel + 1, sizeof *en->vmod);
     en->vfn = calloc((size_t)p->nkernel + 1, sizeof *en->vfn);
+    en->range_buf = calloc(nstep, sizeof *en->range_buf);
+    en->skip = calloc(nstep, sizeof *en->skip);
+    for (int s = 0; en->range_buf && s < p->nstep; s++)
+        en->range_buf[s] = range_step_buffer(p, s);
     if (en->o.profile) {
         en->ev = calloc(nstep, sizeof *en->ev);
         en->step_s = calloc(nstep, sizeof *en->step_s);
     }
     if (!en->fn || !en->attn_fn || !en->param_src || !en->off || !en->addr || !en->gemm || !en->lts ||
-        !en->ltp || !en->cfg || !en->vmod || !en->vfn || (en->o.profile && (!en->ev || !en->step_s))) {
+        !en->ltp || !en->cfg || !en->vmod || !en->vfn || !en->range_buf || !en->skip ||
+        (en->o.profile && (!en->ev || !en->step_s))) {
         err_set(e, ERR_INPUT, "out of memory creating a CUDA engine for %d buffers", p->nbuf);
         return false;
     }
@@ -383,6 +391,8 @@ void cuda_engine_free(CudaEngine *en)
     free(en->cfg);
     free(en->vmod);
     free(en->vfn);
+    free(en->range_buf);
+    free(en->skip);
     free(en->ev);
     free(en->step_s);
     free(en);
@@ -679,12 +689,16 @@ static bool map_gemms(CudaEngine *en, const SymBind *sb, Err *e)
     return true;
 }
 
-/* The plan, memory and cuBLASLt calls for these symbol values (kept while they repeat). */
+/* The plan, memory and cuBLASLt calls for these symbol values (kept while they repeat),
+ * after the indices are checked at them (codegen/index_bounds.h: an index proven out of
+ * range is an error before anything runs, range steps proven unneeded are skipped). */
 static bool ensure_plan(CudaEngine *en, const SymBind *sb, Err *e)
 {
     if (en->planned && sym_same_sizes(&en->plan_sb, sb))
         return true;
     drop_plan(en);
+    if (!index_bounds_before(en->p, sb, en->skip, e))
+        return false;
     if (!plan_memory_aligned(en->p, sb, DEV_ALIGN, &en->plan, e) || !map_gemms(en, sb, e) ||
         !place_params(en, sb, e) || !place_activations(en, sb, e)) {
         plan_free(&en->plan);
@@ -862,6 +876,8 @@ static bool run_steps(CudaEngine *en, const SymBind *sb, Err *e)
     for (int s = 0; s < p->nstep; s++) {
         if (en->ev && !cu_ok(en->cu->cuEventRecord(en->ev[s], en->stream), "cuEventRecord", e))
             return false;
+        if (en->skip[s])
+            continue;
         StepKind kind = p->step[s].kind;
         bool ok = kind == STEP_KERNEL      ? launch(en, p->step[s].kernel, s, sb, e)
                   : kind == STEP_ATTENTION ? launch_attention(en, s, sb, e)
@@ -1088,6 +1104,24 @@ static bool fetch_outputs(CudaEngine *en, Tensor *outputs, const bool *fetch, co
     return ok;
 }
 
+/* After the run's synchronisation: each range step's [min, max] brought home and held
+ * against its bound (there are none unless an index is computed from data). */
+static bool check_ranges(CudaEngine *en, const SymBind *sb, Err *e)
+{
+    for (int s = 0; s < en->p->nstep; s++) {
+        int b = en->range_buf[s];
+        int64_t minmax[2];
+        if (b < 0 || en->skip[s])
+            continue;
+        if (!cu_ok(en->cu->cuMemcpyDtoHAsync(minmax, en->addr[b], sizeof minmax, en->stream),
+                   "cuMemcpyDtoHAsync (an index range)", e) ||
+            !cu_ok(en->cu->cuStreamSynchronize(en->stream), "cuStreamSynchronize", e) ||
+            !index_bounds_after(en->p, b, minmax, sb, e))
+            return false;
+    }
+    return true;
+}
+
 bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                      Err *e)
 {
@@ -1099,7 +1133,8 @@ bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
         return false;
     bool ok = upload_params(en, params, &sb, e) && upload_rng_step(en, e) &&
               stage_inputs(en, inputs, &sb, e) &&
-              run_all(en, &sb, e) && fetch_outputs(en, outputs, NULL, &sb, e);
+              run_all(en, &sb, e) && fetch_outputs(en, outputs, NULL, &sb, e) &&
+              check_ranges(en, &sb, e);
     if (ok) {
         en->warm = true;
         return true;
@@ -1170,7 +1205,8 @@ bool cuda_engine_run_resident(CudaEngine *en, const Tensor *inputs, const Tensor
      * first run) or cuda_engine_params_changed takes the host's again */
     bool ok = (!en->params_dirty || upload_params(en, params, &sb, e)) &&
               upload_rng_step(en, e) && stage_inputs(en, inputs, &sb, e) &&
-              run_all(en, &sb, e) && fetch_outputs(en, outputs, fetch, &sb, e);
+              run_all(en, &sb, e) && fetch_outputs(en, outputs, fetch, &sb, e) &&
+              check_ranges(en, &sb, e);
     en->warm = en->warm || ok;
     if (!ok)
         en->cu->cuStreamSynchronize(en->stream);

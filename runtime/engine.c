@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/index_bounds.h"
 #include "runtime/engine.h"
 #include "runtime/gemm.h"
 #include "runtime/gemm_tiled.h"
@@ -26,6 +27,10 @@ struct Engine {
     const Ukernels *uk;
     StepConfig *cfg;   /* per step */
     bool *heavy;       /* per step: a GEMM whose fused epilogue calls transcendental math */
+    int *range_buf;    /* per step: the buffer a range step stores an index's [min, max]
+                          into (codegen/index_bounds.h), else -1 */
+    bool *skip;        /* per step: a range step whose index is proven in range at the
+                          planned sizes */
     SymBind run_sb;    /* the latest run's symbols */
     uint64_t rng_step; /* the next run's (engine_set_rng_step) */
     bool ran;          /* run_sb and bufs hold a finished run's */
@@ -140,13 +145,17 @@ static bool alloc_tables(Engine *en, const EngineOptions *o, Err *e)
     en->uk = o->uk;
     en->cfg = calloc((size_t)p->nstep + 1, sizeof *en->cfg);
     en->heavy = calloc((size_t)p->nstep + 1, sizeof *en->heavy);
+    en->range_buf = calloc((size_t)p->nstep + 1, sizeof *en->range_buf);
+    en->skip = calloc((size_t)p->nstep + 1, sizeof *en->skip);
     for (int s = 0; en->heavy && s < p->nstep; s++)
         en->heavy[s] = heavy_epilogue(p, s);
+    for (int s = 0; en->range_buf && s < p->nstep; s++)
+        en->range_buf[s] = range_step_buffer(p, s);
     if (o->profile)
         en->step_s = calloc((size_t)p->nstep + 1, sizeof *en->step_s);
     bool tiles_ok = !(o->tiles && o->uk) || en->tiles;
-    if (!en->dts || !en->bufs || !en->consts || !en->cfg || !en->heavy || (o->fns && !en->fns) ||
-        !tiles_ok || (o->profile && !en->step_s)) {
+    if (!en->dts || !en->bufs || !en->consts || !en->cfg || !en->heavy || !en->range_buf ||
+        !en->skip || (o->fns && !en->fns) || !tiles_ok || (o->profile && !en->step_s)) {
         err_set(e, ERR_INPUT, "out of memory creating an engine for %d buffers", p->nbuf);
         return false;
     }
@@ -194,6 +203,8 @@ void engine_free(Engine *en)
     free(en->tiles);
     free(en->cfg);
     free(en->heavy);
+    free(en->range_buf);
+    free(en->skip);
     free(en->step_s);
     plan_free(&en->plan);
     free(en->arena);
@@ -235,14 +246,16 @@ void engine_set_buffer(Engine *en, int b, void *base) { en->bufs[b] = base; }
 
 /* ---------------------------------------------------------------- per run */
 
-/* The plan for these symbol values: the last one when they repeat, and an arena to hold it. */
+/* The plan for these symbol values: the last one when they repeat, and an arena to hold it.
+ * The indices are checked at new sizes first (an index proven out of range is an error
+ * before anything runs; range steps proven unneeded are skipped). */
 static bool ensure_plan(Engine *en, const SymBind *sb, Err *e)
 {
     if (en->planned && sym_same_sizes(&en->plan_sb, sb))
         return true;
     plan_free(&en->plan);
     en->planned = false;
-    if (!plan_memory(en->p, sb, &en->plan, e))
+    if (!index_bounds_before(en->p, sb, en->skip, e) || !plan_memory(en->p, sb, &en->plan, e))
         return false;
     if (!en->arena || en->plan.arena_bytes > en->arena_cap) {
         free(en->arena);
@@ -375,11 +388,24 @@ static bool run_steps(Engine *en, const SymBind *sb, Err *e)
     const Program *p = en->p;
     en->stats = (EngineStats){0};
     for (int s = 0; s < p->nstep; s++) {
+        if (en->skip[s])
+            continue;
         double t0 = en->step_s ? clock_seconds() : 0;
         if (!run_step(en, s, sb, e))
             return false;
         if (en->step_s)
             en->step_s[s] += clock_seconds() - t0;
+    }
+    return true;
+}
+
+/* After the steps: every index a range step reduced must have stayed in its table. */
+static bool check_ranges(const Engine *en, const SymBind *sb, Err *e)
+{
+    for (int s = 0; s < en->p->nstep; s++) {
+        int b = en->range_buf[s];
+        if (b >= 0 && !en->skip[s] && !index_bounds_after(en->p, b, en->bufs[b], sb, e))
+            return false;
     }
     return true;
 }
@@ -395,7 +421,7 @@ bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *
     sb.val[COIL_SYM_RNG_STEP] = (int64_t)en->rng_step;
     bind_buffers(en, inputs, params, outputs);
     en->ran = false;
-    if (run_steps(en, &sb, e)) {
+    if (run_steps(en, &sb, e) && check_ranges(en, &sb, e)) {
         en->run_sb = sb, en->ran = true;
         return true;
     }

@@ -22,15 +22,20 @@ struct Json {
     int n;           /* JSON_ARRAY, JSON_OBJECT: number of items */
     Json *item;      /* the items (object values) */
     const char **key;/* JSON_OBJECT: item i's key */
+    const int *slot; /* JSON_OBJECT of more than a few items: a hash table of item indices
+                        by key (-1 empty; nslot a power of two), so json_get takes a probe
+                        or a few; NULL (nslot 0) for a small object, searched in place */
+    int nslot;
 };
 
 enum { JSON_MAX_DEPTH = 64 };
 
 /* Parse exactly one JSON value (surrounded by optional whitespace) from text[0..len).
- * Strict: no comments, no trailing commas, no duplicate object keys, valid UTF-8.
+ * Strict: no comments, no trailing commas, no duplicate object keys (the error names the
+ * key), valid UTF-8. Linear in the text: an object's keys are checked through a hash table.
  * what names the text in errors ("model.safetensors: header"). NULL on failure. */
 Json *json_parse(Arena *a, const char *text, size_t len, const char *what, Err *e);
-/* An object's member by key, or NULL. */
+/* An object's member by key, or NULL (a hash lookup: constant time for any size). */
 const Json *json_get(const Json *obj, const char *key);
 /* The kind's name for messages ("string", "array"). */
 const char *json_kind_name(JsonKind k);

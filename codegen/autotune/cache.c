@@ -24,10 +24,15 @@ typedef struct Slot {
     char key[]; /* NUL-terminated */
 } Slot;
 
+/* Slots in the order they were added, found through a hash table of their indices: a
+ * cache of any size is loaded and queried in time linear in its entries. The file is
+ * written sorted by key. */
 struct TuneCache {
     char *path;
-    Slot **slot; /* sorted by key (strcmp), which is also the file's order */
+    Slot **slot;
     int n, cap;
+    int *index;  /* slot indices by key hash, -1 empty; never more than half full */
+    int nindex;  /* a power of two */
 };
 
 const char *tune_cache_default_path(void)
@@ -50,30 +55,60 @@ const char *tune_cache_default_path(void)
 const char *tune_cache_path(const TuneCache *c) { return c->path; }
 int tune_cache_count(const TuneCache *c) { return c->n; }
 
-/* The index of key, or where it would go. Linear: a cache holds a few hundred keys. */
-static int find(const TuneCache *c, const char *key, bool *found)
+static uint64_t key_hash(const char *k)
 {
-    int i = 0;
-    while (i < c->n && strcmp(c->slot[i]->key, key) < 0)
-        i++;
-    *found = i < c->n && strcmp(c->slot[i]->key, key) == 0;
-    return i;
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (; *k; k++)
+        h = (h ^ (unsigned char)*k) * 0x100000001b3u;
+    return h;
+}
+
+/* The index table's position of key: where its slot's index is, or the empty entry
+ * where it would go. */
+static size_t position(const TuneCache *c, const char *key)
+{
+    size_t mask = (size_t)c->nindex - 1, at = key_hash(key) & mask;
+    while (c->index[at] >= 0 && strcmp(c->slot[c->index[at]]->key, key) != 0)
+        at = (at + 1) & mask;
+    return at;
+}
+
+static Slot *find(const TuneCache *c, const char *key)
+{
+    int i = c->nindex ? c->index[position(c, key)] : -1;
+    return i >= 0 ? c->slot[i] : NULL;
+}
+
+/* Twice the index table (16 at first), every slot placed again. */
+static bool grow_index(TuneCache *c)
+{
+    int n = c->nindex ? 2 * c->nindex : 16;
+    int *index = malloc((size_t)n * sizeof *index);
+    if (!index)
+        return false;
+    memset(index, -1, (size_t)n * sizeof *index);
+    free(c->index);
+    c->index = index;
+    c->nindex = n;
+    for (int i = 0; i < c->n; i++)
+        c->index[position(c, c->slot[i]->key)] = i;
+    return true;
 }
 
 const TuneEntry *tune_cache_get(const TuneCache *c, const char *key)
 {
-    bool found;
-    int i = find(c, key, &found);
-    return found ? &c->slot[i]->e : NULL;
+    const Slot *s = find(c, key);
+    return s ? &s->e : NULL;
 }
 
-/* key's slot, made (with no choice yet) in its sorted place when absent; NULL on out of memory. */
+/* key's slot, made (with no choice yet) when absent; NULL on out of memory. */
 static Slot *slot_for(TuneCache *c, const char *key)
 {
-    bool found;
-    int at = find(c, key, &found);
+    Slot *found = find(c, key);
     if (found)
-        return c->slot[at];
+        return found;
+    if (2 * (c->n + 1) > c->nindex && !grow_index(c))
+        return NULL;
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
         Slot **grown = realloc(c->slot, (size_t)cap * sizeof *grown);
@@ -86,9 +121,8 @@ static Slot *slot_for(TuneCache *c, const char *key)
     if (!s)
         return NULL;
     strcpy(s->key, key);
-    memmove(c->slot + at + 1, c->slot + at, (size_t)(c->n - at) * sizeof *c->slot);
-    c->slot[at] = s;
-    c->n++;
+    c->index[position(c, key)] = c->n;
+    c->slot[c->n++] = s;
     return s;
 }
 
@@ -212,14 +246,25 @@ static bool make_parents(const TuneCache *c, Err *e)
     return true;
 }
 
-/* Sorted by key, one entry per line, so a person can read and diff it. Entries whose times
- * are not finite are left out: JSON cannot spell them, and one would spoil the whole file. */
-static void write_entries(const TuneCache *c, FILE *f)
+static int by_key(const void *a, const void *b)
 {
+    return strcmp((*(Slot *const *)a)->key, (*(Slot *const *)b)->key);
+}
+
+/* Sorted by key, one entry per line, so a person can read and diff it. Entries whose times
+ * are not finite are left out: JSON cannot spell them, and one would spoil the whole file.
+ * false when out of memory for the sorting. */
+static bool write_entries(const TuneCache *c, FILE *f)
+{
+    Slot **sorted = malloc(((size_t)c->n + 1) * sizeof *sorted);
+    if (!sorted)
+        return false;
+    memcpy(sorted, c->slot, (size_t)c->n * sizeof *sorted);
+    qsort(sorted, (size_t)c->n, sizeof *sorted, by_key);
     fprintf(f, "{\"format\": \"%s\", \"version\": %d, \"entries\": {", CACHE_FORMAT, CACHE_VERSION);
     const char *sep = "\n";
     for (int i = 0; i < c->n; i++) {
-        const Slot *s = c->slot[i];
+        const Slot *s = sorted[i];
         if (!isfinite(s->e.best_s) || !isfinite(s->e.default_s))
             continue;
         fprintf(f, "%s  ", sep);
@@ -230,6 +275,8 @@ static void write_entries(const TuneCache *c, FILE *f)
         sep = ",\n";
     }
     fputs(*sep == ',' ? "\n}}\n" : "}}\n", f);
+    free(sorted);
+    return true;
 }
 
 /* Under the lock: merge what is on disk, write tmp durably, rename it over the file. */
@@ -242,8 +289,8 @@ static bool save_locked(TuneCache *c, const char *tmp, Err *e)
     FILE *f = fopen(tmp, "w");
     bool ok = f != NULL;
     if (f) {
-        write_entries(c, f);
-        ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
+        ok = write_entries(c, f);
+        ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0 && ok;
         ok = fclose(f) == 0 && ok && rename(tmp, c->path) == 0;
     }
     if (!ok) {
@@ -282,6 +329,7 @@ void tune_cache_free(TuneCache *c)
         free(c->slot[i]);
     }
     free(c->slot);
+    free(c->index);
     free(c->path);
     free(c);
 }
