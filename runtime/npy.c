@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/fileio.h"
 #include "runtime/npy.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -348,16 +349,13 @@ bool npy_write(const char *path, const Tensor *t, Err *e)
     size_t hlen = format_header(t, header, sizeof header);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
                              (unsigned char)(hlen >> 8)};
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        err_set(e, ERR_INPUT, "%s: cannot create: %s", path, strerror(errno));
+    /* through a temporary: a full disk leaves no truncated .npy that a later read would
+     * take for the output */
+    AtomicFile af;
+    if (!atomic_open(&af, path, e))
         return false;
-    }
     size_t nbytes = tensor_nbytes(t);
-    bool ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(header, 1, hlen, f) == hlen &&
-              fwrite(t->data, 1, nbytes, f) == nbytes;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok)
-        err_set(e, ERR_INPUT, "%s: write failed: %s", path, strerror(errno));
-    return ok;
+    bool ok = fwrite(pre, 1, sizeof pre, af.f) == sizeof pre &&
+              fwrite(header, 1, hlen, af.f) == hlen && fwrite(t->data, 1, nbytes, af.f) == nbytes;
+    return atomic_close(&af, ok, e);
 }

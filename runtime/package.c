@@ -1,80 +1,103 @@
 /* package.c — writing and loading ahead-of-time packages (package.h). The manifest
- * records the format, coil's version and a hash of the loop IR the kernels were compiled
- * from; loading checks them, and the object itself carries the program's hash and the CPU
- * features its code uses (codegen/cpu checks those), so a package from another machine or
- * another coil is refused, never run. */
+ * records the format, coil's version and every file's size and SHA-256, and carries a
+ * checksum of itself; loading checks all of it before anything is parsed or mapped, then
+ * that the graph lowers to the loop program the kernels came from. The object itself
+ * carries the program's hash and the CPU features its code uses (codegen/cpu checks
+ * those), so a damaged package, or one from another machine or coil, is refused, never run. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "passes/passes.h"
-#include "runtime/init.h"
+#include "runtime/fileio.h"
 #include "runtime/json.h"
+#include "runtime/sha256.h"
 #include "codegen/cuda/cuda.h"
 #include "runtime/package.h"
 
 #define COIL_VERSION_TEXT "0.1.0"
+#define MANIFEST "manifest.json"
+/* The manifest's own checksum: the last member, over every byte of the lines before it. */
+#define MANIFEST_DIGEST "manifest_sha256"
+#define MAX_FILES 16   /* a package holds at most 8 today */
+#define FILE_NAME 64
+
+/* One file of a package as the manifest lists it. */
+typedef struct PackageFile {
+    char name[FILE_NAME];
+    int64_t bytes;
+    char sha256[SHA256_HEX];
+} PackageFile;
+
+typedef struct FileList {
+    PackageFile file[MAX_FILES];
+    int n;
+} FileList;
 
 static void path_in(char *buf, size_t n, const char *dir, const char *file)
 {
     snprintf(buf, n, "%s/%s", dir, file);
 }
 
+/* Any directory: one named as a model is meant as a package, and loading it says what is
+ * missing (no manifest) instead of the file system's "Is a directory". */
 bool package_is(const char *path)
 {
     struct stat st;
-    char manifest[4096];
-    path_in(manifest, sizeof manifest, path, "manifest.json");
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(manifest, &st) == 0;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* ---------------------------------------------------------------- writing */
 
-/* Write text to dir/file through a temporary name and a rename. */
-static bool write_file(const char *dir, const char *file, const char *text, Err *e)
+/* The checksum of dir/file as written, for the manifest. */
+static bool record(const char *dir, const char *file, FileList *out, Err *e)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     path_in(path, sizeof path, dir, file);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fputs(text, f) >= 0;
-    ok = f && fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok) {
-        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
+    if (out->n == MAX_FILES) {
+        err_set(e, ERR_INPUT, "%s: more than %d files in a package", path, MAX_FILES);
+        return false;
     }
+    PackageFile *f = &out->file[out->n];
+    snprintf(f->name, sizeof f->name, "%s", file);
+    if (!sha256_file(path, f->sha256, &f->bytes, e))
+        return false;
+    out->n++;
+    return true;
+}
+
+/* bytes as dir/file, whole or not at all, and listed for the manifest. */
+static bool put_bytes(const char *dir, const char *file, const void *data, size_t n,
+                      FileList *out, Err *e)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, file);
+    return file_write_atomic(path, data, n, e) && record(dir, file, out, e);
+}
+
+/* text (allocated by the caller, freed here; NULL: out of memory) as dir/file. */
+static bool put_text(const char *dir, const char *file, char *text, FileList *out, Err *e)
+{
+    if (!text) {
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "out of memory writing %s/%s", dir, file);
+        return false;
+    }
+    bool ok = put_bytes(dir, file, text, strlen(text), out, e);
+    free(text);
     return ok;
 }
 
-static bool make_dir(const char *dir, Err *e)
+/* The object, LLVM IR or assembly (cpu_emit writes it atomically), listed. */
+static bool put_emitted(const Compiled *c, const CompileOptions *o, const char *dir,
+                        const char *what, const char *file, FileList *out, Err *e)
 {
-    struct stat st;
-    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
-        return true;
-    err_set(e, ERR_INPUT, "%s: cannot create the package directory: %s", dir,
-            errno == EEXIST ? "a file is in the way" : strerror(errno));
-    return false;
-}
-
-/* The object (and what --emit asks for) through a temporary name, then renamed. */
-static bool emit_file(const Compiled *c, const CompileOptions *o, const char *dir,
-                      const char *what, const char *file, Err *e)
-{
-    char path[4096], tmp[4200];
+    char path[4096];
     path_in(path, sizeof path, dir, file);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!cpu_emit(c->p, &o->cpu, what, tmp, e))
-        return false;
-    if (rename(tmp, path) != 0) {
-        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-        return false;
-    }
-    return true;
+    return cpu_emit(c->p, &o->cpu, what, path, e) && record(dir, file, out, e);
 }
 
 static bool list_has(const char *list, const char *item)
@@ -117,38 +140,61 @@ static char *plan_json(const Program *p, const SymBind *sb, Err *e)
     return json;
 }
 
-static uint64_t program_hash(const Program *p)
+/* The manifest: what the package is for, every file's size and SHA-256, then its own
+ * checksum over the lines before it, so no byte of it can change unnoticed. device: "cpu"
+ * (target: the CPU LLVM compiled for) or "cuda" (target: the arch). */
+static char *manifest_json(const Graph *g, const char *device, const char *target,
+                           bool no_fusion, const FileList *files)
 {
-    char *text = loop_print(p);
-    uint64_t h = text ? init_stream(text) : 0;
-    free(text);
-    return h;
-}
-
-/* device: "cpu" (target: the CPU name LLVM compiled for) or "cuda" (target: the arch). */
-static char *manifest_json(const Graph *g, const Program *p, const char *device,
-                           const char *target, bool no_fusion)
-{
-    Text t = {0};
-    text_put(&t, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": \"%s\",\n",
-             PACKAGE_FORMAT, COIL_VERSION_TEXT, g->name);
-    text_put(&t, "  \"device\": \"%s\",\n  \"target\": \"%s\",\n  \"no_fusion\": %s,\n", device,
-             target, no_fusion ? "true" : "false");
-    text_put(&t, "  \"loop_ir_fnv1a\": \"%016llx\",\n  \"kernels\": %d,\n  \"steps\": %d\n}\n",
-             (unsigned long long)program_hash(p), p->nkernel, p->nstep);
-    return text_take(&t);
-}
-
-static bool write_text(const char *dir, const char *file, char *text, Err *e)
-{
-    if (!text) {
-        if (err_ok(e))
-            err_set(e, ERR_INPUT, "out of memory writing %s/%s", dir, file);
-        return false;
+    char *text = NULL, digest[SHA256_HEX];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "{\n  \"format\": %d,\n  \"coil\": \"%s\",\n  \"model\": ", PACKAGE_FORMAT,
+            COIL_VERSION_TEXT);
+    json_write_string(f, g->name);
+    fprintf(f, ",\n  \"device\": \"%s\",\n  \"target\": ", device);
+    json_write_string(f, target);
+    fprintf(f, ",\n  \"no_fusion\": %s,\n  \"files\": {\n", no_fusion ? "true" : "false");
+    for (int i = 0; i < files->n; i++)
+        fprintf(f, "    \"%s\": {\"bytes\": %lld, \"sha256\": \"%s\"}%s\n", files->file[i].name,
+                (long long)files->file[i].bytes, files->file[i].sha256,
+                i + 1 < files->n ? "," : "");
+    fputs("  },\n", f);
+    fflush(f); /* text and len now hold what is above the checksum's line */
+    sha256_of(text, len, digest);
+    fprintf(f, "  \"%s\": \"%s\"\n}\n", MANIFEST_DIGEST, digest);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
     }
-    bool ok = write_file(dir, file, text, e);
+    return text;
+}
+
+static bool put_manifest(const char *dir, char *text, Err *e)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, MANIFEST);
+    bool ok = text ? file_write_atomic(path, text, strlen(text), e)
+                   : (err_set(e, ERR_INPUT, "out of memory writing %s", path), false);
     free(text);
     return ok;
+}
+
+/* The directory, without its old manifest: until the new one is written last, readers
+ * find no package rather than an old manifest over new files. */
+static bool start_package(const char *dir, Err *e)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, MANIFEST);
+    if (!make_dir(dir, "package", e))
+        return false;
+    if (unlink(path) != 0 && errno != ENOENT) {
+        err_set(e, ERR_INPUT, "%s: cannot replace the old manifest: %s", path, strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
@@ -156,56 +202,50 @@ bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
 {
     static const PackageOptions none = {0};
     po = po ? po : &none;
-    return make_dir(dir, e) && write_text(dir, "model.cir", ir_print(c->g), e) &&
-           write_text(dir, "program.loop", loop_print(c->p), e) &&
-           write_text(dir, "plan.json", plan_json(c->p, po->sb, e), e) &&
-           emit_file(c, o, dir, "obj", "kernels.o", e) &&
-           (!list_has(po->emit, "llvm-ir") || emit_file(c, o, dir, "llvm-ir", "kernels.ll", e)) &&
-           (!list_has(po->emit, "asm") || emit_file(c, o, dir, "asm", "kernels.s", e)) &&
-           write_text(dir, "manifest.json", /* last: it marks a package */
-                      manifest_json(c->g, c->p, "cpu", o->cpu.cpu ? o->cpu.cpu : "host",
-                                    o->no_fusion), e);
+    FileList files = {.n = 0};
+    return start_package(dir, e) && put_text(dir, "model.cir", ir_print(c->g), &files, e) &&
+           put_text(dir, "program.loop", loop_print(c->p), &files, e) &&
+           put_text(dir, "plan.json", plan_json(c->p, po->sb, e), &files, e) &&
+           put_emitted(c, o, dir, "obj", "kernels.o", &files, e) &&
+           (!list_has(po->emit, "llvm-ir") ||
+            put_emitted(c, o, dir, "llvm-ir", "kernels.ll", &files, e)) &&
+           (!list_has(po->emit, "asm") || put_emitted(c, o, dir, "asm", "kernels.s", &files, e)) &&
+           put_manifest(dir, manifest_json(c->g, "cpu", o->cpu.cpu ? o->cpu.cpu : "host",
+                                           o->no_fusion, &files), e);
 }
 
-/* A cubin as a file, through a temporary name. */
-static bool write_bytes(const char *dir, const char *file, const void *data, size_t n, Err *e)
-{
-    char path[4096], tmp[4200];
-    path_in(path, sizeof path, dir, file);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(data, 1, n, f) == n;
-    ok = f && fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok) {
-        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-    }
-    return ok;
-}
-
-static bool write_cubin(const char *dir, const char *source, const char *arch, bool full_opt,
-                        double *nvrtc_s, Err *e)
+static bool put_cubin(const char *dir, const char *source, const char *arch, bool full_opt,
+                      double *nvrtc_s, FileList *files, Err *e)
 {
     CudaCompileOptions co = {.arch = arch, .full_opt = full_opt};
     Cubin c;
-    char file[64];
+    char file[FILE_NAME];
     snprintf(file, sizeof file, "kernels.%s.cubin", arch);
     if (!nvrtc_compile(source, "kernels.cu", &co, &c, e))
         return false;
     *nvrtc_s += c.seconds;
-    bool ok = write_bytes(dir, file, c.data, c.size, e);
+    bool ok = put_bytes(dir, file, c.data, c.size, files, e);
     cubin_free(&c);
     return ok;
 }
 
-static bool write_ptx(const char *dir, const char *source, const char *arch, bool full_opt, Err *e)
+static bool put_ptx(const char *dir, const char *source, const char *arch, bool full_opt,
+                    FileList *files, Err *e)
 {
     CudaCompileOptions co = {.arch = arch, .full_opt = full_opt};
-    char file[64];
+    char file[FILE_NAME];
     snprintf(file, sizeof file, "kernels.%s.ptx", arch);
-    return write_text(dir, file, nvrtc_ptx(source, "kernels.cu", &co, e), e);
+    return put_text(dir, file, nvrtc_ptx(source, "kernels.cu", &co, e), files, e);
+}
+
+/* An arch names a file of the package (kernels.ARCH.cubin): letters, digits, '_'. */
+static bool arch_ok(const char *arch, Err *e)
+{
+    size_t n = strspn(arch, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (n > 0 && arch[n] == 0 && n < 32)
+        return true;
+    err_set(e, ERR_USAGE, "--arch %s: expected an architecture such as sm_90a", arch);
+    return false;
 }
 
 bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const char *arch,
@@ -214,14 +254,17 @@ bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const
     static const PackageOptions none = {0};
     po = po ? po : &none;
     *nvrtc_s = 0;
-    char *source = cuda_engine_source(p, e); /* the engine's helpers too: it loads this cubin */
-    bool ok = source && make_dir(dir, e) && write_text(dir, "model.cir", ir_print(g), e) &&
-              write_text(dir, "program.loop", loop_print(p), e) &&
-              write_text(dir, "plan.json", plan_json(p, po->sb, e), e) &&
-              write_file(dir, "kernels.cu", source, e) &&
-              write_cubin(dir, source, arch, po->full_opt, nvrtc_s, e) &&
-              (!list_has(po->emit, "ptx") || write_ptx(dir, source, arch, po->full_opt, e)) &&
-              write_text(dir, "manifest.json", manifest_json(g, p, "cuda", arch, no_fusion), e);
+    FileList files = {.n = 0};
+    char *source = arch_ok(arch, e) ? cuda_engine_source(p, e) : NULL; /* the engine's
+                                                helpers too: it loads this cubin */
+    bool ok = source && start_package(dir, e) &&
+              put_text(dir, "model.cir", ir_print(g), &files, e) &&
+              put_text(dir, "program.loop", loop_print(p), &files, e) &&
+              put_text(dir, "plan.json", plan_json(p, po->sb, e), &files, e) &&
+              put_bytes(dir, "kernels.cu", source, strlen(source), &files, e) &&
+              put_cubin(dir, source, arch, po->full_opt, nvrtc_s, &files, e) &&
+              (!list_has(po->emit, "ptx") || put_ptx(dir, source, arch, po->full_opt, &files, e)) &&
+              put_manifest(dir, manifest_json(g, "cuda", arch, no_fusion, &files), e);
     free(source);
     return ok;
 }
@@ -259,57 +302,232 @@ static char *read_file(const char *path, size_t *len, Err *e)
 }
 
 typedef struct Manifest {
-    bool no_fusion;
-    char hash[32];
+    char model[256];
     char device[16], target[64]; /* "cpu" and the CPU, or "cuda" and the arch */
+    bool no_fusion;
+    FileList files;
 } Manifest;
 
-static bool field_string(const Json *m, const char *key, const char *path, const char **out, Err *e)
+/* Format and version first: a package of another coil says so before anything else. */
+static bool check_origin(const Json *m, const char *path, Err *e)
 {
-    const Json *v = json_get(m, key);
-    if (!v || v->kind != JSON_STRING) {
-        err_set(e, ERR_INPUT, "%s: \"%s\" is missing or not a string", path, key);
+    const Json *fmt = json_get(m, "format"), *v = json_get(m, "coil");
+    if (m->kind != JSON_OBJECT || !fmt || !fmt->is_int) {
+        err_set(e, ERR_INPUT, "%s: not a coil package's manifest (no \"format\")", path);
         return false;
     }
-    *out = v->s;
+    if (fmt->i != PACKAGE_FORMAT) {
+        err_set(e, ERR_INPUT, "%s: a package of format %lld, this coil reads format %d%s: "
+                "compile the model again", path, (long long)fmt->i, PACKAGE_FORMAT,
+                fmt->i == 1 ? " (format 1 carried no checksums)" : "");
+        return false;
+    }
+    if (!v || v->kind != JSON_STRING) {
+        err_set(e, ERR_INPUT, "%s: \"coil\" is missing or not a string", path);
+        return false;
+    }
+    if (strcmp(v->s, COIL_VERSION_TEXT) != 0) {
+        err_set(e, ERR_INPUT, "%s: written by coil %s, this is coil %s: compile the model again",
+                path, v->s, COIL_VERSION_TEXT);
+        return false;
+    }
+    return true;
+}
+
+/* The manifest's checksum against the bytes of the lines above its own. */
+static bool check_self_digest(const char *text, const Json *m, const char *path, Err *e)
+{
+    const Json *d = json_get(m, MANIFEST_DIGEST);
+    if (!d || d->kind != JSON_STRING) {
+        err_set(e, ERR_INPUT, "%s: has no \"%s\": not written by `coil compile`; compile the "
+                "model again", path, MANIFEST_DIGEST);
+        return false;
+    }
+    size_t line = d->at;
+    while (line > 0 && text[line - 1] != '\n')
+        line--;
+    char hex[SHA256_HEX];
+    sha256_of(text, line, hex);
+    if (strcmp(hex, d->s) != 0) {
+        err_set(e, ERR_INPUT, "%s: changed or damaged after `coil compile` wrote it (its \"%s\" "
+                "does not match its contents): compile the model again", path, MANIFEST_DIGEST);
+        return false;
+    }
+    return true;
+}
+
+static const char *const manifest_keys[] = {"format", "coil", "model", "device", "target",
+                                            "no_fusion", "files", MANIFEST_DIGEST};
+
+static bool check_keys(const Json *m, const char *path, Err *e)
+{
+    for (int i = 0; i < m->n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof manifest_keys / sizeof *manifest_keys; k++)
+            known |= strcmp(m->key[i], manifest_keys[k]) == 0;
+        if (!known) {
+            err_set(e, ERR_INPUT, "%s: unknown field \"%s\": compile the model again", path,
+                    m->key[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool get_string(const Json *m, const char *key, const char *path, char *out, size_t n,
+                       Err *e)
+{
+    const Json *v = json_get(m, key);
+    if (!v || v->kind != JSON_STRING || v->slen >= n) {
+        err_set(e, ERR_INPUT, "%s: \"%s\" is missing or not a string (of at most %zu bytes)",
+                path, key, n - 1);
+        return false;
+    }
+    memcpy(out, v->s, v->slen + 1);
+    return true;
+}
+
+/* A file name of the package's own: no directories, no dot files, no manifest. */
+static bool plain_name(const char *s)
+{
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
+    return n > 0 && s[n] == 0 && n < FILE_NAME && s[0] != '.' && strcmp(s, MANIFEST) != 0;
+}
+
+static bool read_entry(const char *name, const Json *v, const char *path, PackageFile *f, Err *e)
+{
+    const Json *bytes = v->kind == JSON_OBJECT ? json_get(v, "bytes") : NULL;
+    const Json *sha = v->kind == JSON_OBJECT ? json_get(v, "sha256") : NULL;
+    if (!plain_name(name) || v->kind != JSON_OBJECT || v->n != 2 || !bytes || !bytes->is_int ||
+        bytes->i < 0 || !sha || sha->kind != JSON_STRING || !sha256_is_hex(sha->s)) {
+        err_set(e, ERR_INPUT, "%s: \"files\": entry \"%.64s\" is not a file name with "
+                "{\"bytes\": N, \"sha256\": HEX}: compile the model again", path, name);
+        return false;
+    }
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->bytes = bytes->i;
+    memcpy(f->sha256, sha->s, SHA256_HEX);
+    return true;
+}
+
+static const PackageFile *listed(const Manifest *m, const char *name)
+{
+    for (int i = 0; i < m->files.n; i++)
+        if (strcmp(m->files.file[i].name, name) == 0)
+            return &m->files.file[i];
+    return NULL;
+}
+
+/* Every file a package of this device loads must be listed. */
+static bool check_required(const Manifest *m, const char *path, Err *e)
+{
+    char cubin[FILE_NAME + 64];
+    snprintf(cubin, sizeof cubin, "kernels.%s.cubin", m->target);
+    bool cuda = strcmp(m->device, "cuda") == 0;
+    const char *need[] = {"model.cir", "program.loop", "plan.json", cuda ? "kernels.cu" : "kernels.o",
+                          cuda ? cubin : NULL};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
+        if (need[i] && !listed(m, need[i])) {
+            err_set(e, ERR_INPUT, "%s: \"files\" lacks %s: compile the model again", path, need[i]);
+            return false;
+        }
     return true;
 }
 
 static bool check_manifest(const Json *m, const char *path, Manifest *out, Err *e)
 {
-    const Json *fmt = json_get(m, "format"), *nf = json_get(m, "no_fusion");
-    const char *version, *hash;
-    if (m->kind != JSON_OBJECT || !fmt || !fmt->is_int || fmt->i != PACKAGE_FORMAT) {
-        err_set(e, ERR_INPUT, "%s: not a coil package of format %d", path, PACKAGE_FORMAT);
+    const Json *nf = json_get(m, "no_fusion"), *files = json_get(m, "files");
+    if (!check_keys(m, path, e) || !get_string(m, "model", path, out->model, sizeof out->model, e) ||
+        !get_string(m, "device", path, out->device, sizeof out->device, e) ||
+        !get_string(m, "target", path, out->target, sizeof out->target, e))
+        return false;
+    if (strcmp(out->device, "cpu") != 0 && strcmp(out->device, "cuda") != 0) {
+        err_set(e, ERR_INPUT, "%s: \"device\" is \"%s\": expected cpu or cuda", path, out->device);
         return false;
     }
-    if (!field_string(m, "coil", path, &version, e) ||
-        !field_string(m, "loop_ir_fnv1a", path, &hash, e))
-        return false;
-    if (strcmp(version, COIL_VERSION_TEXT) != 0) {
-        err_set(e, ERR_INPUT, "%s: written by coil %s, this is coil %s: compile the model again",
-                path, version, COIL_VERSION_TEXT);
+    if (!plain_name(out->target)) {
+        err_set(e, ERR_INPUT, "%s: \"target\" \"%s\" is not a CPU or GPU architecture", path,
+                out->target);
         return false;
     }
-    const Json *device = json_get(m, "device"), *target = json_get(m, "target");
-    out->no_fusion = nf && nf->kind == JSON_BOOL && nf->b;
-    snprintf(out->hash, sizeof out->hash, "%s", hash);
-    snprintf(out->device, sizeof out->device, "%s",
-             device && device->kind == JSON_STRING ? device->s : "cpu");
-    snprintf(out->target, sizeof out->target, "%s",
-             target && target->kind == JSON_STRING ? target->s : "host");
+    if (!nf || nf->kind != JSON_BOOL || !files || files->kind != JSON_OBJECT ||
+        files->n > MAX_FILES) {
+        err_set(e, ERR_INPUT, "%s: \"no_fusion\" must be true or false and \"files\" an object "
+                "of at most %d files", path, MAX_FILES);
+        return false;
+    }
+    out->no_fusion = nf->b;
+    out->files.n = 0;
+    for (int i = 0; i < files->n; i++)
+        if (!read_entry(files->key[i], &files->item[i], path, &out->files.file[out->files.n++], e))
+            return false;
+    return check_required(out, path, e);
+}
+
+/* dir/file read whole and held against the manifest's size and SHA-256; *data (when asked
+ * for) keeps the bytes that were checked, so what is parsed is what was verified. */
+static bool verify_file(const char *dir, const PackageFile *pf, char **data, size_t *len, Err *e)
+{
+    char path[4096], hex[SHA256_HEX], why[160];
+    size_t n = 0;
+    struct stat st;
+    path_in(path, sizeof path, dir, pf->name);
+    if (stat(path, &st) != 0) {
+        err_set(e, ERR_INPUT, "%s: missing, though the package's manifest lists it: compile the "
+                "model again", path);
+        return false;
+    }
+    char *bytes = read_file(path, &n, e);
+    if (!bytes)
+        return false;
+    if ((int64_t)n != pf->bytes)
+        snprintf(why, sizeof why, "%zu bytes, the manifest says %lld", n, (long long)pf->bytes);
+    else if (sha256_of(bytes, n, hex), strcmp(hex, pf->sha256) != 0)
+        snprintf(why, sizeof why, "SHA-256 %.16s..., the manifest says %.16s...", hex, pf->sha256);
+    else
+        why[0] = 0;
+    if (why[0]) {
+        const char *ext = strrchr(pf->name, '.') ? strrchr(pf->name, '.') : "";
+        const char *kind = strcmp(ext, ".o") == 0 ? "not a loadable object: "
+                           : strcmp(ext, ".cubin") == 0 ? "not a loadable cubin: " : "";
+        err_set(e, ERR_INPUT, "%s: error: %sit differs from what `coil compile` wrote (%s): the "
+                "package was changed or damaged; compile the model again", path, kind, why);
+        free(bytes);
+        return false;
+    }
+    if (data)
+        *data = bytes, *len = n;
+    else
+        free(bytes);
     return true;
 }
 
+static bool verify_files(const char *dir, const Manifest *m, Err *e)
+{
+    for (int i = 0; i < m->files.n; i++)
+        if (!verify_file(dir, &m->files.file[i], NULL, NULL, e))
+            return false;
+    return true;
+}
+
+/* The manifest, checked whole, and every file it lists checked against it: nothing of a
+ * package is parsed, mapped or loaded before this. */
 static bool read_manifest(const char *dir, Manifest *out, Err *e)
 {
     char path[4096];
     size_t len;
-    path_in(path, sizeof path, dir, "manifest.json");
+    struct stat st;
+    path_in(path, sizeof path, dir, MANIFEST);
+    if (stat(path, &st) != 0) {
+        err_set(e, ERR_INPUT, "%s: a directory, but not a coil package: it has no %s (`coil "
+                "compile MODEL -o %s` writes one)", dir, MANIFEST, dir);
+        return false;
+    }
     char *text = read_file(path, &len, e);
     Arena *a = text ? arena_new() : NULL;
     const Json *m = a ? json_parse(a, text, len, path, e) : NULL;
-    bool ok = m && check_manifest(m, path, out, e);
+    bool ok = m && check_origin(m, path, e) && check_self_digest(text, m, path, e) &&
+              check_manifest(m, path, out, e) && verify_files(dir, out, e);
     arena_free(a);
     free(text);
     return ok;
@@ -318,15 +536,46 @@ static bool read_manifest(const char *dir, Manifest *out, Err *e)
 Graph *package_graph(const char *dir, Err *e)
 {
     Manifest m;
-    char path[4096];
+    char path[4096], *text = NULL;
+    size_t len = 0;
     path_in(path, sizeof path, dir, "model.cir");
-    return read_manifest(dir, &m, e) ? ir_parse_file(path, e) : NULL;
+    if (!read_manifest(dir, &m, e) || !verify_file(dir, listed(&m, "model.cir"), &text, &len, e))
+        return NULL;
+    Graph *g = ir_parse(text, len, path, e);
+    free(text);
+    if (g && strcmp(g->name, m.model) != 0) {
+        err_set(e, ERR_INPUT, "%s: holds @%s, the manifest says @%s: compile the model again",
+                path, g->name, m.model);
+        graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* The loop program this coil lowers the package's graph to must be the one its kernels
+ * were compiled from (program.loop, as the manifest's checksum records it). */
+static bool same_program(const char *dir, const Manifest *m, const Program *p, Err *e)
+{
+    char *text = loop_print(p), hex[SHA256_HEX];
+    if (!text) {
+        err_set(e, ERR_INPUT, "out of memory");
+        return false;
+    }
+    sha256_of(text, strlen(text), hex);
+    free(text);
+    const char *want = listed(m, "program.loop")->sha256;
+    if (strcmp(hex, want) == 0)
+        return true;
+    err_set(e, ERR_INPUT, "%s: the kernels were compiled from another loop program (SHA-256 "
+            "%.16s..., this model lowers to %.16s...): compile the model again", dir, want, hex);
+    return false;
 }
 
 Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o, Err *e)
 {
     Manifest m;
-    char object[4096], hash[32], cubin_name[128];
+    char object[4096], cubin_name[FILE_NAME + 64];
+    /* checked again here, just before the code is mapped or the cubin loaded */
     if (!read_manifest(dir, &m, e))
         return NULL;
     const char *want = o->device ? o->device : "cpu";
@@ -349,12 +598,7 @@ Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o,
     }
     Graph *copy = graph_copy(g, e);
     Compiled *c = copy ? compile_optimised(copy, &lo, e) : NULL;
-    if (!c)
-        return NULL;
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)program_hash(c->p));
-    if (strcmp(hash, m.hash) != 0) {
-        err_set(e, ERR_INPUT, "%s: the kernels were compiled from another loop program (hash %s, "
-                "this model lowers to %s): compile the model again", dir, m.hash, hash);
+    if (c && !same_program(dir, &m, c->p, e)) {
         compiled_free(c);
         return NULL;
     }

@@ -1,14 +1,14 @@
 /* package.h — ahead-of-time packages: `coil compile MODEL -o DIR` writes the optimised IR
- * (model.cir), the loop IR (program.loop, for reading), the kernels' object code
- * (kernels.o), the buffer plan (plan.json) and a manifest; `coil run DIR` loads them and
- * runs without running LLVM's optimiser: the IR is lowered again (milliseconds, and
- * deterministic: the manifest's hash of the loop IR proves the object matches it). */
+ * (model.cir), the loop IR (program.loop), the kernels' object code (kernels.o), the buffer
+ * plan (plan.json) and, last, a manifest with every file's size and SHA-256; `coil run DIR`
+ * checks them all, then loads the object without running LLVM's optimiser: the IR is
+ * lowered again (milliseconds, deterministic) and must give the program.loop recorded. */
 #ifndef COIL_RUNTIME_PACKAGE_H
 #define COIL_RUNTIME_PACKAGE_H
 
 #include "runtime/compiled.h"
 
-#define PACKAGE_FORMAT 1
+#define PACKAGE_FORMAT 2 /* 2: every file checksummed */
 
 typedef struct PackageOptions {
     const char *emit;     /* also write, a list: "llvm-ir" (kernels.ll), "asm" (kernels.s);
@@ -17,10 +17,12 @@ typedef struct PackageOptions {
     bool full_opt;        /* CUDA: NVRTC's full optimisation (CudaCompileOptions.full_opt) */
 } PackageOptions;
 
-/* Whether path is a directory holding a package's manifest. */
+/* Whether path is a directory: given as a model, it is meant as a package, and loading it
+ * says what it lacks (a manifest) rather than that it is no file. */
 bool package_is(const char *path);
 /* Write c (compiled with o) to dir, created when missing; each file written to a
- * temporary name and renamed, so a reader never sees half a file. */
+ * temporary name, fsynced and renamed (a failed write leaves no temporary), the old
+ * manifest removed first and the new one written last. */
 bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
                    const PackageOptions *po, Err *e);
 /* A CUDA package: the same IR, loop IR and plan, the kernels' CUDA C (kernels.cu) and their
@@ -29,9 +31,12 @@ bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
 bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const char *arch,
                         bool no_fusion, const PackageOptions *po, double *nvrtc_s, Err *e);
 
-/* The package's optimised graph, once its manifest is checked (format, coil version). */
+/* The package's optimised graph, once its manifest (format, coil version, its own checksum,
+ * every field) and every file it lists (size, SHA-256) are checked. Errors name the file
+ * and say to compile the model again. */
 Graph *package_graph(const char *dir, Err *e);
-/* Compile g (package_graph's, not changed) with the package's object; threads from o. */
+/* Compile g (package_graph's, not changed) with the package's object; threads from o. The
+ * files are checked again first, just before the object is mapped or the cubin loaded. */
 Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o, Err *e);
 
 #endif

@@ -135,10 +135,14 @@ static void stop_workers(Pool *p, int started)
 
 Pool *pool_new(int threads, Err *e)
 {
-    if (threads <= 0)
-        threads = pool_default_threads();
-    if (threads > POOL_MAX_THREADS)
-        threads = POOL_MAX_THREADS;
+    if (threads > POOL_MAX_THREADS) { /* asked for: refused, not silently fewer */
+        err_set(e, ERR_USAGE, "a pool of %d threads: at most %d are supported", threads,
+                POOL_MAX_THREADS);
+        return NULL;
+    }
+    if (threads <= 0) /* the machine's count: capped, a pool this large is plenty */
+        threads = pool_default_threads() < POOL_MAX_THREADS ? pool_default_threads()
+                                                             : POOL_MAX_THREADS;
     Pool *p = calloc(1, sizeof *p);
     if (p)
         p->worker = calloc((size_t)threads, sizeof *p->worker);

@@ -12,8 +12,9 @@ typedef void (*PoolFn)(void *ctx, int64_t begin, int64_t end);
 
 /* The threads a pool gets by default: the CPUs this process may run on. */
 int pool_default_threads(void);
-/* A pool of `threads` threads in all, the caller included (0: pool_default_threads);
- * NULL with e set when threads cannot be started. */
+/* A pool of `threads` threads in all, the caller included (0: pool_default_threads, at
+ * most POOL_MAX_THREADS); NULL with e set when threads cannot be started or more than
+ * that many are asked for. */
 Pool *pool_new(int threads, Err *e);
 /* Stops and joins the workers. NULL is fine. */
 void pool_free(Pool *p);

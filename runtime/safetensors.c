@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "runtime/fileio.h"
 #include "runtime/json.h"
 #include "runtime/safetensors.h"
+#include "runtime/sha256.h"
 
 static const char *const st_dtype[DT_COUNT] = {
     [DT_F32] = "F32", [DT_F16] = "F16", [DT_BF16] = "BF16", [DT_I8] = "I8",
@@ -536,38 +537,105 @@ static bool write_stream(FILE *out, const char *hdr, size_t hlen, const Tensor *
     return ok;
 }
 
+/* Header and data through a temporary renamed over path: a crash or a full disk never
+ * leaves half a checkpoint under the name. */
 bool safetensors_write(const char *path, const char *const *names, const Tensor *tensors, int n,
                        const char *const *meta_key, const char *const *meta_value, int nmeta, Err *e)
 {
     if (!names_unique(names, n, e))
         return false;
-    char *hdr = NULL, *tmp = NULL;
+    char *hdr = NULL;
     size_t hlen = 0;
     FILE *h = open_memstream(&hdr, &hlen);
     if (h) {
         write_header_json(h, names, tensors, n, meta_key, meta_value, nmeta);
         fclose(h);
     }
-    int fd = -1;
-    if (hdr && asprintf(&tmp, "%s.tmpXXXXXX", path) < 0)
-        tmp = NULL;
-    if (tmp && (fd = mkstemp(tmp)) >= 0)
-        fchmod(fd, 0644); /* mkstemp's 0600 would hide the weights from other users */
-    FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    bool ok = out && write_stream(out, hdr, hlen, tensors, n);
-    /* On disk before the rename: a crash after it must find the whole new file. */
-    ok = ok && fflush(out) == 0 && fsync(fileno(out)) == 0;
-    if (out)
-        ok = (fclose(out) == 0) && ok;
-    else if (fd >= 0)
-        close(fd);
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) {
-        err_set(e, ERR_INPUT, "%s: cannot write the weights file (disk full or directory not writable?)", path);
-        if (fd >= 0)
-            unlink(tmp);
-    }
+    AtomicFile af;
+    bool ok = hdr && atomic_open(&af, path, e);
+    if (ok)
+        ok = atomic_close(&af, write_stream(af.f, hdr, hlen, tensors, n), e);
+    else if (!hdr)
+        err_set(e, ERR_INPUT, "%s: out of memory writing the header", path);
     free(hdr);
-    free(tmp);
     return ok;
+}
+
+/* ---------------------------------------------------------------- digests */
+
+/* One tensor into a digest: name, dtype, shape, then its bytes (lengths first, so no two
+ * different files feed the same stream). */
+static void digest_tensor(Sha256 *s, const char *name, DType dt, int rank, const int64_t *shape,
+                          const void *data, uint64_t nbytes)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "tensor %zu:", strlen(name));
+    sha256_update(s, head, (size_t)n);
+    sha256_update(s, name, strlen(name));
+    n = snprintf(head, sizeof head, " %s [", st_dtype[dt]);
+    sha256_update(s, head, (size_t)n);
+    for (int d = 0; d < rank; d++) {
+        n = snprintf(head, sizeof head, "%lld,", (long long)shape[d]);
+        sha256_update(s, head, (size_t)n);
+    }
+    n = snprintf(head, sizeof head, "] %llu\n", (unsigned long long)nbytes);
+    sha256_update(s, head, (size_t)n);
+    sha256_update(s, data, (size_t)nbytes);
+}
+
+static void digest_meta(Sha256 *s, const char *key, const char *value)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "meta %zu %zu\n", strlen(key), strlen(value));
+    sha256_update(s, head, (size_t)n);
+    sha256_update(s, key, strlen(key));
+    sha256_update(s, value, strlen(value));
+}
+
+void safetensors_digest(const StFile *f, char hex[SHA256_HEX])
+{
+    Sha256 s;
+    sha256_init(&s);
+    for (int i = 0; i < f->nentry; i++) {
+        const StEntry *en = &f->entry[i];
+        digest_tensor(&s, en->name, en->dt, en->rank, en->shape, f->data + en->begin,
+                      en->end - en->begin);
+    }
+    for (int i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_key[i], SAFETENSORS_DIGEST_KEY) != 0)
+            digest_meta(&s, f->meta_key[i], f->meta_value[i]);
+    sha256_hex(&s, hex);
+}
+
+bool safetensors_write_sealed(const char *path, const char *const *names, const Tensor *tensors,
+                              int n, const char *const *meta_key, const char *const *meta_value,
+                              int nmeta, Err *e)
+{
+    const char *keys[nmeta + 1], *values[nmeta + 1];
+    char hex[SHA256_HEX];
+    Sha256 s;
+    sha256_init(&s);
+    for (int i = 0; i < n; i++)
+        digest_tensor(&s, names[i], tensors[i].dt, tensors[i].rank, tensors[i].shape,
+                      tensors[i].data, tensor_nbytes(&tensors[i]));
+    for (int i = 0; i < nmeta; i++) {
+        if (strcmp(meta_key[i], SAFETENSORS_DIGEST_KEY) == 0) {
+            err_set(e, ERR_USAGE, "safetensors_write_sealed: metadata key '%s' is the digest's",
+                    meta_key[i]);
+            return false;
+        }
+        digest_meta(&s, meta_key[i], meta_value[i]);
+        keys[i] = meta_key[i], values[i] = meta_value[i];
+    }
+    sha256_hex(&s, hex);
+    keys[nmeta] = SAFETENSORS_DIGEST_KEY, values[nmeta] = hex;
+    return safetensors_write(path, names, tensors, n, keys, values, nmeta + 1, e);
+}
+
+const char *safetensors_meta(const StFile *f, const char *key)
+{
+    for (int i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_key[i], key) == 0)
+            return f->meta_value[i];
+    return NULL;
 }

@@ -54,11 +54,25 @@ bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e);
 bool safetensors_bind_rounded(const Graph *g, const char *path, Tensor *params, Err *e);
 
 /* Write n tensors under names (metadata: nmeta key/value pairs, may be 0). The file is
- * written beside path, fsynced and renamed over it, so a crash never leaves half a
- * checkpoint. */
+ * written beside path, fsynced and renamed over it, so a crash or a full disk never leaves
+ * half a file under the name (the temporary is removed when a write fails). */
 bool safetensors_write(const char *path, const char *const *names, const Tensor *tensors, int n,
                        const char *const *meta_key, const char *const *meta_value, int nmeta,
                        Err *e);
+
+/* The metadata key under which a sealed file carries its digest. */
+#define SAFETENSORS_DIGEST_KEY "sha256"
+/* safetensors_write, with the contents' digest added to the metadata: SHA-256 over every
+ * tensor's name, dtype, shape and bytes and every other metadata pair, in file order, so
+ * any changed byte of a tensor or a value shows (checkpoints). */
+bool safetensors_write_sealed(const char *path, const char *const *names, const Tensor *tensors,
+                              int n, const char *const *meta_key, const char *const *meta_value,
+                              int nmeta, Err *e);
+/* The digest of a file's contents as safetensors_write_sealed computes it (64 hex digits
+ * and a NUL): compare with safetensors_meta(f, SAFETENSORS_DIGEST_KEY). */
+void safetensors_digest(const StFile *f, char hex[65]);
+/* A metadata value by key, or NULL. */
+const char *safetensors_meta(const StFile *f, const char *key);
 
 /* The safetensors dtype code ("F32") of a dtype, and back (false for codes coil lacks). */
 const char *safetensors_dtype_name(DType dt);

@@ -1,15 +1,14 @@
 /* train.c — the training loop: graph, compile, batches, optimizer, progress, checkpoints. */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "include/coil/coil.h"
 #include "passes/passes.h"
 #include "runtime/cuda_optim.h"
 #include "runtime/data.h"
+#include "runtime/fileio.h"
 #include "runtime/init.h"
 #include "runtime/npy.h"
 #include "runtime/peak.h"
@@ -19,6 +18,11 @@
 #include "runtime/train.h"
 
 #define LOADER_DEPTH 4
+#define CHECKPOINT_FILE "checkpoint.safetensors"
+#define CHECKPOINT_LOCK "train.lock"
+/* Steps in a row whose loss (or, with no loss scale left to lower, gradient) is not finite
+ * before a run is declared diverged: a lone overflow is survivable, ten are not. */
+#define DIVERGED_STEPS 10
 
 /* ---------------------------------------------------------------- the training graph */
 
@@ -76,6 +80,15 @@ Graph *train_graph(const Graph *model, const char *loss, Err *e)
 
 /* ---------------------------------------------------------------- state */
 
+/* What a checkpoint's metadata says about where its run stands (checked values). */
+typedef struct Saved {
+    uint64_t step, data_pos, seed;
+    const char *optimizer, *coil; /* strings of the file's */
+    bool has_scale;      /* f16's loss scale, when the run that saved it had one */
+    double scale;
+    uint64_t good;
+} Saved;
+
 typedef struct Run {
     const TrainOptions *o;
     Graph *joint;
@@ -95,6 +108,11 @@ typedef struct Run {
     int64_t step;
     double flops, hflops, peak; /* the model's FLOPs a micro-batch; with recomputation */
     int64_t rss0;        /* resident bytes once compiled, before any training state */
+    DirLock lock;        /* on the save directory, for the whole run */
+    StFile ck;           /* --resume: the checkpoint, checked before compiling, then read */
+    Saved saved;
+    int64_t bad;         /* steps in a row that went wrong (count_divergence) */
+    double bad_loss, bad_norm; /* the last such step's */
 } Run;
 
 /* The process's resident set now (/proc/self/statm), 0 when unknown. */
@@ -128,6 +146,8 @@ static void run_free(Run *r)
     loader_free(r->loader);
     compiled_free(r->c);
     graph_free(r->joint);
+    safetensors_free(&r->ck);
+    dir_unlock(&r->lock);
 }
 
 static int input_named(const Graph *g, const char *name)
@@ -207,6 +227,57 @@ static bool to_host(Run *r, Err *e)
                        cuda_optim_download(r->dev, r->opt, e));
 }
 
+/* The first element of t that is not finite, or -1 (integer tensors: none). */
+static int64_t first_nonfinite(const Tensor *t)
+{
+    int64_t n = tensor_numel(t);
+    if (t->dt == DT_F32) { /* the common case, without a call per element */
+        const float *x = t->data;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(x[i]))
+                return i;
+        return -1;
+    }
+    for (int64_t i = 0; dtype_info[t->dt].is_float && i < n; i++)
+        if (!isfinite(dtype_load(t->dt, t->data, i)))
+            return i;
+    return -1;
+}
+
+/* Every tensor finite, or an error naming the first that is not; `what` says where the
+ * tensors come from and `why` what to do. */
+static bool check_finite(const Tensor *t, const char *const *names, int n, const char *what,
+                         const char *why, Err *e)
+{
+    for (int i = 0; i < n; i++) {
+        int64_t at = first_nonfinite(&t[i]);
+        if (at >= 0) {
+            err_set(e, ERR_INPUT, "%s: tensor '%s' holds %g at element %lld: %s", what, names[i],
+                    dtype_load(t[i].dt, t[i].data, at), (long long)at, why);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* --weights with a NaN or inf would make every step's loss NaN and skip every update. */
+static bool weights_finite(const Run *r, Err *e)
+{
+    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
+    const char **names = calloc((size_t)r->nparam + 1, sizeof *names);
+    bool ok = ids && names;
+    if (ok) {
+        graph_params(r->joint, ids);
+        for (int i = 0; i < r->nparam; i++)
+            names[i] = node_name(&r->joint->node[ids[i]]);
+        ok = check_finite(r->params, names, r->nparam, r->o->weights, "training from it would "
+                          "only skip steps; give finite weights", e);
+    } else
+        err_set(e, ERR_INPUT, "out of memory");
+    free(ids), free(names);
+    return ok;
+}
+
 /* The joint graph, compiled, with parameters and sizes. */
 static bool setup(Run *r, const Graph *model, Err *e)
 {
@@ -235,30 +306,39 @@ static bool setup(Run *r, const Graph *model, Err *e)
     bool ok = graph_flops(g, &r->sb, &r->hflops, e) && (r->c = compile_graph(g, &co, e)) != NULL;
     r->rss0 = resident_bytes();
     return ok &&
-           (o->weights ? safetensors_bind(g, o->weights, r->params, e)
+           (o->weights ? safetensors_bind(g, o->weights, r->params, e) && weights_finite(r, e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
            (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && (!r->c->cu || on_device(r, e));
 }
 
 /* ---------------------------------------------------------------- checkpoints */
 
-static bool checkpoint_path(const char *dir, const char *file, char *buf, size_t n, Err *e)
+/* The save directory, for this run alone: created, locked (a second writer fails at once,
+ * naming this one), and rid of the temporaries a killed writer left (under the lock no
+ * live writer can own one). */
+static bool claim_save_dir(Run *r, Err *e)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        err_set(e, ERR_INPUT, "%s: cannot create the checkpoint directory", dir);
+    const char *dir = r->o->save;
+    int removed = 0;
+    if (!make_dir(dir, "checkpoint", e) ||
+        !dir_lock(&r->lock, dir, CHECKPOINT_LOCK, "checkpoints", e) ||
+        !atomic_sweep(dir, CHECKPOINT_FILE, &removed, e))
         return false;
-    }
-    snprintf(buf, n, "%s/%s", dir, file);
+    if (removed)
+        fprintf(stderr, "note: %s: removed %d temporary checkpoint file%s a killed run left\n",
+                dir, removed, removed == 1 ? "" : "s");
     return true;
 }
 
-/* Parameters, optimizer state, the step and the data position: one safetensors file,
- * written beside its name, fsynced and renamed (a kill leaves the previous one whole). */
+/* Parameters, optimizer state, the step and the data position, the run's identity
+ * (seed, optimizer, coil version) and, under f16, the loss scale: one safetensors file
+ * sealed with a digest of all of it, written beside its name, fsynced and renamed (a kill
+ * leaves the previous one whole). Non-finite parameters are never saved over it. */
 static bool save_checkpoint(Run *r, Err *e)
 {
-    char path[4096], step[32], pos[32], seed[32];
-    if (!checkpoint_path(r->o->save, "checkpoint.safetensors", path, sizeof path, e) ||
-        !to_host(r, e))
+    char path[4096], step[32], pos[32], seed[32], scale[40], good[32];
+    snprintf(path, sizeof path, "%s/%s", r->o->save, CHECKPOINT_FILE);
+    if (!to_host(r, e))
         return false;
     int ns = optim_state_count(r->opt), n = r->nparam + ns;
     const char **names = calloc((size_t)n + 1, sizeof *names);
@@ -274,71 +354,228 @@ static bool save_checkpoint(Run *r, Err *e)
         snprintf(step, sizeof step, "%lld", (long long)r->step);
         snprintf(pos, sizeof pos, "%llu", (unsigned long long)(r->loader ? loader_position(r->loader) : 0));
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->o->seed);
-        const char *key[] = {"step", "data_position", "seed", "optimizer", "coil"};
-        const char *val[] = {step, pos, seed, optim_name(r->o->opt.kind), coil_version()};
-        ok = safetensors_write(path, names, t, n, key, val, 5, e);
+        snprintf(scale, sizeof scale, "%.17g", r->scale);
+        snprintf(good, sizeof good, "%lld", (long long)r->good);
+        const char *key[] = {"step", "data_position", "seed", "optimizer", "coil", "loss_scale",
+                             "loss_scale_good"};
+        const char *val[] = {step, pos, seed, optim_name(r->o->opt.kind), coil_version(), scale,
+                             good};
+        ok = check_finite(t, names, n, path, "the run diverged; not saving over the last "
+                          "checkpoint", e) &&
+             safetensors_write_sealed(path, names, t, n, key, val, r->scale_at >= 0 ? 7 : 5, e);
     } else
         err_set(e, ERR_INPUT, "out of memory writing a checkpoint");
     free(names), free(t), free(ids);
     return ok;
 }
 
-static const char *meta(const StFile *f, const char *key)
+/* A whole number in [0, max] from the checkpoint's metadata; errors name the key and
+ * the value found. */
+static bool meta_count(const StFile *f, const char *path, const char *key, uint64_t max,
+                       uint64_t *out, Err *e)
 {
-    for (int i = 0; i < f->nmeta; i++)
-        if (strcmp(f->meta_key[i], key) == 0)
-            return f->meta_value[i];
-    return NULL;
+    const char *v = safetensors_meta(f, key);
+    uint64_t x = 0;
+    bool ok = v && *v && strlen(v) <= 20;
+    for (const char *c = v; ok && *c; c++)
+        ok = *c >= '0' && *c <= '9' && !__builtin_mul_overflow(x, 10, &x) &&
+             !__builtin_add_overflow(x, (uint64_t)(*c - '0'), &x);
+    if (ok && x <= max)
+        return *out = x, true;
+    if (!v)
+        err_set(e, ERR_INPUT, "%s: the metadata has no \"%s\": not a checkpoint coil train wrote",
+                path, key);
+    else
+        err_set(e, ERR_INPUT, "%s: metadata \"%s\" is \"%.40s\": expected a whole number from 0 "
+                "to %llu; the file was edited or damaged", path, key, v, (unsigned long long)max);
+    return false;
 }
 
-/* A tensor of the checkpoint into dst (same dtype and shape), by name. */
-static bool restore(const StFile *f, const char *path, const char *name, Tensor *dst, Err *e)
+/* f16's loss scale and its count of good steps, when the checkpoint has them. */
+static bool meta_scale(const StFile *f, const char *path, Saved *s, Err *e)
 {
-    const StEntry *en = safetensors_find(f, name);
-    Tensor t = {0};
-    if (!en || !safetensors_tensor(f, en, &t, e) || t.dt != dst->dt ||
-        tensor_nbytes(&t) != tensor_nbytes(dst)) {
-        tensor_free(&t);
-        if (err_ok(e))
-            err_set(e, ERR_INPUT, "%s: checkpoint has no tensor '%s' of the model's type", path, name);
+    const char *v = safetensors_meta(f, "loss_scale");
+    if (!v)
+        return true;
+    char *end;
+    s->scale = strtod(v, &end);
+    if (end == v || *end || !(s->scale >= 1 && s->scale <= 0x1p24)) {
+        err_set(e, ERR_INPUT, "%s: metadata \"loss_scale\" is \"%.40s\": expected a number from 1 "
+                "to 2^24; the file was edited or damaged", path, v);
         return false;
     }
-    memcpy(dst->data, t.data, tensor_nbytes(dst));
-    tensor_free(&t);
+    s->has_scale = true;
+    return meta_count(f, path, "loss_scale_good", LOSS_SCALE_GROWTH, &s->good, e);
+}
+
+/* Every value range-checked and the digest held against the contents before anything is
+ * taken from the file. */
+static bool read_saved(const Run *r, const StFile *f, const char *path, Saved *s, Err *e)
+{
+    s->optimizer = safetensors_meta(f, "optimizer"), s->coil = safetensors_meta(f, "coil");
+    if (!meta_count(f, path, "step", (uint64_t)1 << 53, &s->step, e) ||
+        !meta_count(f, path, "data_position", UINT64_MAX, &s->data_pos, e) ||
+        !meta_count(f, path, "seed", UINT64_MAX, &s->seed, e) || !meta_scale(f, path, s, e))
+        return false;
+    if (!s->optimizer || !s->coil) {
+        err_set(e, ERR_INPUT, "%s: the metadata has no \"%s\": not a checkpoint coil train wrote",
+                path, s->optimizer ? "coil" : "optimizer");
+        return false;
+    }
+    const char *sealed = safetensors_meta(f, SAFETENSORS_DIGEST_KEY);
+    char hex[65];
+    safetensors_digest(f, hex);
+    if (!sealed && !r->o->resume_anyway) {
+        err_set(e, ERR_INPUT, "%s: has no checksum (metadata \"%s\"): written by an older coil "
+                "or another tool; give --resume-anyway to load it unchecked", path,
+                SAFETENSORS_DIGEST_KEY);
+        return false;
+    }
+    if (sealed && strcmp(sealed, hex) != 0) {
+        err_set(e, ERR_INPUT, "%s: damaged: its contents do not match its checksum (SHA-256 "
+                "%.16s..., the file says %.16s...); resume from a copy, or start again "
+                "without --resume", path, hex, sealed);
+        return false;
+    }
     return true;
 }
 
+/* The run this checkpoint continues must be the one that saved it: the same coil, seed
+ * (data order, dropout masks) and optimizer (its state's meaning), unless overridden. */
+static bool same_run(const Run *r, const Saved *s, const char *path, Err *e)
+{
+    const TrainOptions *o = r->o;
+    const char *opt = optim_name(o->opt.kind);
+    if (o->resume_anyway)
+        return true;
+    if (strcmp(s->coil, coil_version()) != 0)
+        err_set(e, ERR_INPUT, "%s: saved by coil %.40s, this is coil %s: the run would not "
+                "continue as it began; give --resume-anyway to resume it regardless", path,
+                s->coil, coil_version());
+    else if (s->seed != o->seed)
+        err_set(e, ERR_INPUT, "%s: saved by a run with --seed %llu, this one has --seed %llu: "
+                "its data order and dropout masks would not continue; give --seed %llu, or "
+                "--resume-anyway to resume with the new seed", path,
+                (unsigned long long)s->seed, (unsigned long long)o->seed,
+                (unsigned long long)s->seed);
+    else if (strcmp(s->optimizer, opt) != 0)
+        err_set(e, ERR_INPUT, "%s: saved by a run with --optimizer %.40s, this one has %s: the "
+                "optimizer state would be misread; give --optimizer %.40s, or --resume-anyway to "
+                "keep the parameters and start %s's state afresh", path, s->optimizer, opt,
+                s->optimizer, opt);
+    else
+        return true;
+    return false;
+}
+
+/* A tensor of the checkpoint into dst (the model's parameter or the optimizer's state),
+ * by name: the same dtype and shape, every element finite. */
+static bool restore(const StFile *f, const char *path, const char *name, Tensor *dst, bool *used,
+                    Err *e)
+{
+    const StEntry *en = safetensors_find(f, name);
+    char want[256], got[256];
+    if (!en) {
+        err_set(e, ERR_INPUT, "%s: has no tensor '%s': saved from another model (or other --set "
+                "values, or another optimizer's settings)", path, name);
+        return false;
+    }
+    used[en - f->entry] = true;
+    Tensor t = {.dt = en->dt, .rank = en->rank};
+    memcpy(t.shape, en->shape, sizeof t.shape);
+    bool same = t.dt == dst->dt && t.rank == dst->rank;
+    for (int d = 0; same && d < t.rank; d++)
+        same = t.shape[d] == dst->shape[d];
+    if (!same) {
+        err_set(e, ERR_INPUT, "%s: tensor '%s' is %s, the run's is %s: saved from another model "
+                "(or other --set values)", path, name, tensor_fmt(&t, got, sizeof got),
+                tensor_fmt(dst, want, sizeof want));
+        return false;
+    }
+    /* checked where it lands: the file's bytes need not be aligned for floats */
+    memcpy(dst->data, f->data + en->begin, tensor_nbytes(dst));
+    return check_finite(dst, &name, 1, path, "saved from a diverged run; resume from an "
+                        "earlier checkpoint", e);
+}
+
+/* Tensors the run did not take: another model's or another optimizer's. */
+static bool none_left(const StFile *f, const bool *used, const char *path, Err *e)
+{
+    char list[512] = "";
+    int left = 0;
+    for (int i = 0; i < f->nentry; i++)
+        if (!used[i] && left++ < 8)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", left > 1 ? ", " : "",
+                     f->entry[i].name);
+    if (!left)
+        return true;
+    err_set(e, ERR_INPUT, "%s: holds %d tensor%s this run has no use for (%s%s): saved from "
+            "another model or optimizer", path, left, left == 1 ? "" : "s", list,
+            left > 8 ? ", ..." : "");
+    return false;
+}
+
+/* Parameters and, when the run is the same, the optimizer state (under --resume-anyway
+ * with another optimizer, it starts afresh). */
+static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *s, Err *e)
+{
+    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
+    bool *used = calloc((size_t)f->nentry + 1, sizeof *used);
+    bool ok = ids && used, same_opt = strcmp(s->optimizer, optim_name(r->o->opt.kind)) == 0;
+    if (ok)
+        graph_params(r->joint, ids);
+    else
+        err_set(e, ERR_INPUT, "out of memory");
+    for (int i = 0; ok && i < r->nparam; i++)
+        ok = restore(f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], used, e);
+    for (int i = 0; ok && same_opt && i < optim_state_count(r->opt); i++) {
+        const char *name;
+        Tensor *st = optim_state(r->opt, i, &name);
+        ok = restore(f, path, name, st, used, e);
+    }
+    ok = ok && (r->o->resume_anyway || none_left(f, used, path, e));
+    if (ok)
+        optim_set_steps(r->opt, same_opt ? (int64_t)s->step : 0);
+    free(ids), free(used);
+    return ok;
+}
+
+static void checkpoint_path(const Run *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", r->o->save, CHECKPOINT_FILE);
+}
+
+/* The checkpoint read and every check that needs no model made (metadata, digest, the
+ * same run), before anything is compiled: a damaged file is reported at once. */
+static bool open_checkpoint(Run *r, Err *e)
+{
+    char path[4096];
+    checkpoint_path(r, path, sizeof path);
+    if (access(path, F_OK) != 0) {
+        err_set(e, ERR_INPUT, "%s: no checkpoint to resume from: run without --resume to start "
+                "one", path);
+        return false;
+    }
+    return safetensors_read(path, &r->ck, e) && read_saved(r, &r->ck, path, &r->saved, e) &&
+           same_run(r, &r->saved, path, e);
+}
+
+/* Then, the model compiled, its tensors into the run (checked against it) and the step,
+ * data position and loss scale it had reached. */
 static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", r->o->save);
-    StFile f;
-    if (!safetensors_read(path, &f, e))
-        return false;
-    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
-    bool ok = ids != NULL;
-    if (ok)
-        graph_params(r->joint, ids);
-    for (int i = 0; ok && i < r->nparam; i++)
-        ok = restore(&f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], e);
-    for (int i = 0; ok && i < optim_state_count(r->opt); i++) {
-        const char *name;
-        Tensor *s = optim_state(r->opt, i, &name);
-        ok = restore(&f, path, name, s, e);
-    }
-    const char *step = meta(&f, "step"), *pos = meta(&f, "data_position");
-    if (ok && (!step || !pos)) {
-        err_set(e, ERR_INPUT, "%s: checkpoint metadata lacks the step or data position", path);
-        ok = false;
-    }
+    checkpoint_path(r, path, sizeof path);
+    const Saved *s = &r->saved;
+    bool ok = restore_all(r, &r->ck, path, s, e);
     if (ok) {
-        r->step = strtoll(step, NULL, 10);
-        *data_pos = strtoull(pos, NULL, 10);
-        optim_set_steps(r->opt, r->step);
+        r->step = (int64_t)s->step;
+        *data_pos = s->data_pos;
+        if (s->has_scale && r->scale_at >= 0)
+            r->scale = s->scale, r->good = (int64_t)s->good;
         ok = !r->dev || cuda_optim_upload(r->dev, r->opt, e); /* parameters: with the first run */
     }
-    free(ids);
-    safetensors_free(&f);
+    safetensors_free(&r->ck);
     return ok;
 }
 
@@ -453,6 +690,39 @@ static void adjust_scale(Run *r, bool finite)
         r->scale *= 2, r->good = 0;
 }
 
+/* A step that went wrong: its loss is not finite, or its gradient is not and there is no
+ * loss scale left to lower. Under f16 an overflowing gradient with a scale above 1 is
+ * routine (the step is skipped, the scale halved, as PyTorch's GradScaler does), not
+ * divergence. Called before adjust_scale, with the scale the step ran at. */
+static void count_divergence(Run *r, double loss, double norm)
+{
+    bool scaled = r->scale_at >= 0 && r->scale > 1;
+    if (isfinite(loss) && (isfinite(norm) || scaled)) {
+        r->bad = 0;
+        return;
+    }
+    /* NaN's sign is noise ("-nan" in a message reads as a second kind of failure) */
+    r->bad++, r->bad_loss = isnan(loss) ? NAN : loss, r->bad_norm = isnan(norm) ? NAN : norm;
+}
+
+/* After DIVERGED_STEPS bad steps in a row, or a last step that was bad: an error saying
+ * so (the last good checkpoint, if any, is left as it is). */
+static bool check_diverged(const Run *r, bool at_end, Err *e)
+{
+    if (r->bad == 0 || (!at_end && r->bad < DIVERGED_STEPS))
+        return true;
+    char kept[FILEIO_PATH + 64] = "";
+    if (r->o->save)
+        snprintf(kept, sizeof kept, "; the checkpoint in %s is the last good one", r->o->save);
+    err_set(e, ERR_INPUT, "training diverged: the %s was not finite for %lld step%s in a row "
+            "(steps %lld to %lld; last loss %g, gradient norm %g): lower --lr (%g), clip the "
+            "gradient (--clip), or check the data%s",
+            isfinite(r->bad_loss) ? "gradient" : "loss", (long long)r->bad, r->bad == 1 ? "" : "s",
+            (long long)(r->step - r->bad + 1), (long long)r->step, r->bad_loss, r->bad_norm,
+            r->o->lr.lr, kept);
+    return false;
+}
+
 /* The optimizer step; *norm: the gradient's global norm (not finite: skipped). */
 static bool update(Run *r, double grad_scale, double lr, double *norm, Err *e)
 {
@@ -473,14 +743,15 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
             return false;
         sum += loss;
     }
-    double lr = lr_at(&o->lr, r->step), norm;
+    double lr = lr_at(&o->lr, r->step), norm, mean_loss = sum / (double)o->accum;
     if (!update(r, 1.0 / ((double)o->accum * r->scale), lr, &norm, e))
         return false;
     res->skipped += !isfinite(norm);
+    count_divergence(r, mean_loss, norm);
     adjust_scale(r, isfinite(norm));
     res->loss_scale = r->scale;
     r->step++;
-    double dt = clock_seconds() - t0, mean = sum / (double)o->accum;
+    double dt = clock_seconds() - t0, mean = mean_loss;
     res->first_loss = res->steps == 0 ? mean : res->first_loss;
     res->last_loss = mean, res->tail[res->steps % TRAIN_TAIL] = mean;
     res->steps++, res->seconds += dt;
@@ -549,10 +820,12 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
 
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err *e)
 {
-    Run r = {.o = o};
+    Run r = {.o = o, .lock = {-1}};
     *res = (TrainResult){0};
     uint64_t data_pos = 0;
-    bool ok = setup(&r, model, e) && (!o->resume || load_checkpoint(&r, &data_pos, e));
+    /* the directory first: a second writer fails before compiling anything */
+    bool ok = (!o->save || claim_save_dir(&r, e)) && (!o->resume || open_checkpoint(&r, e)) &&
+              setup(&r, model, e) && (!o->resume || load_checkpoint(&r, &data_pos, e));
     if (ok && o->data) {
         int64_t dims[COIL_MAX_RANK];
         ok = r.targets_at >= 0 && r.joint->node[r.joint->input[r.targets_at]].type.rank == 2 &&
@@ -573,10 +846,12 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     res->flops_per_step = r.flops * (double)o->accum;
     res->hflops_per_step = r.hflops * (double)o->accum;
     while (ok && r.step < o->steps) {
-        ok = step_once(&r, res, e);
-        if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0)
+        ok = step_once(&r, res, e) && check_diverged(&r, false, e);
+        /* not in the middle of a bad stretch: the last good checkpoint stays */
+        if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
             ok = save_checkpoint(&r, e);
     }
+    ok = ok && check_diverged(&r, true, e);
     if (ok && o->save)
         ok = save_checkpoint(&r, e);
     res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;

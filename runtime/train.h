@@ -35,9 +35,15 @@ typedef struct TrainOptions {
     LrSchedule lr;
     int64_t log_every;
     bool json;                 /* progress as JSON lines */
-    const char *save;          /* checkpoint directory (NULL: none) */
+    const char *save;          /* checkpoint directory (NULL: none), locked for the run:
+                                  a second writer fails at once, naming the first */
     int64_t save_every;        /* also every N steps (0: only at the end) */
-    bool resume;               /* continue from `save`'s checkpoint */
+    bool resume;               /* continue from `save`'s checkpoint (checked: its digest,
+                                  metadata, shapes, finite values; the same seed, optimizer
+                                  and coil version) */
+    bool resume_anyway;        /* resume even when the seed, optimizer or coil version
+                                  differ (another optimizer's state starts afresh) or the
+                                  checkpoint has no digest; a wrong digest is never taken */
     const char *weights;       /* initial parameters (safetensors), else the initializers */
     double peak_gflops;        /* the device's peak for MFU (0: measured) */
     double bandwidth_gbs;      /* coil plan: the device's memory bandwidth (0: measured) */
@@ -67,6 +73,8 @@ Graph *train_graph(const Graph *model, const char *loss, Err *e);
  * micro-batch, before recomputation. */
 Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
                          Err *e);
+/* Train; false with e set on any error, and when the run diverges (the loss, or with no
+ * loss scale left the gradient, not finite for 10 steps in a row or at the last step). */
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);
 
 /* train_plan.c: what a training step needs, before anything runs (`coil plan`): bytes of parameters,

@@ -3,10 +3,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "runtime/package.h"
+#include "runtime/pool.h"
 #include "tools/cli.h"
 
 /* Located messages ("FILE:LINE:COL: error: ...") print as they are, others after "coil: ". */
@@ -194,6 +197,24 @@ int parse_positive(const Command *cmd, const char *flag, const char *value, cons
     return EXIT_OK;
 }
 
+/* More threads than CPUs only queue for them, and the engine's threads spin at a barrier
+ * after every step, so each extra thread costs every step a time slice (--threads 512 on
+ * 2 CPUs: a 45 s bench). Up to THREADS_PER_CPU a CPU is allowed, for experiments; more is
+ * refused rather than capped: a silent cap would run, and time, what was not asked for. */
+#define THREADS_PER_CPU 4
+
+static int check_threads(const Command *cmd, const char *flag, int64_t n)
+{
+    int cpus = pool_default_threads();
+    int64_t most = (int64_t)THREADS_PER_CPU * cpus;
+    if (n <= most)
+        return EXIT_OK;
+    return usage_error(cmd, "%s %lld: more than %d per CPU on the %d CPU%s this process may use; "
+                       "extra threads only wait for a CPU: give at most %lld, or leave %s out "
+                       "for one per CPU", flag, (long long)n, THREADS_PER_CPU, cpus,
+                       cpus == 1 ? "" : "s", (long long)most, flag);
+}
+
 int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
                 int64_t *out)
 {
@@ -204,7 +225,8 @@ int parse_count(const Command *cmd, const char *flag, const char *value, int64_t
     if (!parse_u64(value, &v) || v == 0 || v > (UINT64_C(1) << 30))
         return usage_error(cmd, "%s %s: expected a positive integer", flag, value);
     *out = (int64_t)v;
-    return EXIT_OK;
+    /* every command's --threads comes through here */
+    return strcmp(flag, "--threads") == 0 ? check_threads(cmd, flag, *out) : EXIT_OK;
 }
 
 int parse_batch(const Command *cmd, const Args *a, SymSize *sizes, int *nsizes)
@@ -240,8 +262,25 @@ static Graph *in_dtype(Graph *g, const Args *a, Err *e)
     return retyped;
 }
 
+/* A directory where a model file is wanted: said so, rather than the file system's "Is a
+ * directory" (run and bench take packages before they get here). */
+static bool not_a_directory(const char *path, Err *e)
+{
+    char manifest[4096];
+    struct stat st;
+    if (!package_is(path))
+        return true;
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
+    err_set(e, ERR_INPUT, "%s: cannot open: Is a directory; give a model file (.coil or .cir)%s",
+            path, stat(manifest, &st) == 0 ? " (a compiled package runs with `coil run` or "
+                                             "`coil bench`)" : "");
+    return false;
+}
+
 Graph *load_model(const Args *a, uint64_t seed, Err *e)
 {
+    if (!not_a_directory(a->model, e))
+        return NULL;
     ModelOptions opt = {(const char *const *)a->set.item, a->set.n, a->train, seed};
     return in_dtype(model_load(a->model, &opt, e), a, e);
 }

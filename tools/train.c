@@ -1,4 +1,5 @@
 /* train.c — `coil train MODEL`: flags into TrainOptions, then runtime/train.c's loop. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,17 +10,29 @@
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale;
-    bool resume, cosine, synthetic;
+    bool resume, resume_anyway, cosine, synthetic;
     List *no_decay;
 } TrainFlags;
 
-/* A non-negative number flag; def when absent. */
+/* A finite non-negative number flag; def when absent. inf is refused: --lr inf or
+ * --clip inf would run on to a NaN loss. */
 static int parse_real(const Command *cmd, const char *flag, const char *s, double def, double *out)
 {
     char *end = NULL;
     *out = s ? strtod(s, &end) : def;
-    if (s && (end == s || *end || !(*out >= 0)))
-        return usage_error(cmd, "%s %s: expected a non-negative number", flag, s);
+    if (s && (end == s || *end || !(*out >= 0) || !isfinite(*out)))
+        return usage_error(cmd, "%s %s: expected a finite non-negative number", flag, s);
+    return EXIT_OK;
+}
+
+/* Every size a training step is made of must be at least 1: a batch of 0 samples has a
+ * NaN mean loss, and nothing to learn from. */
+static int check_sizes(const Command *cmd, const SymSize *sizes, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (sizes[i].value < 1)
+            return usage_error(cmd, "--dim %s=%lld: a training step needs %s >= 1", sizes[i].name,
+                               (long long)sizes[i].value, sizes[i].name);
     return EXIT_OK;
 }
 
@@ -46,8 +59,9 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
     OptKind kind = OPT_ADAMW;
     if (!rc && f->optimizer && !optim_parse(f->optimizer, &kind))
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", f->optimizer);
-    if (!rc && f->resume && !f->save)
-        rc = usage_error(cmd, "--resume needs --save DIR (the checkpoint to continue from)");
+    if (!rc && (f->resume || f->resume_anyway) && !f->save)
+        rc = usage_error(cmd, "%s needs --save DIR (the checkpoint to continue from)",
+                         f->resume ? "--resume" : "--resume-anyway");
     if (!rc && f->precision && !precision_parse(f->precision, &o->precision))
         rc = usage_error(cmd, "--precision %s: expected f32, bf16 or f16", f->precision);
     rc = rc ? rc : parse_real(cmd, "--loss-scale", f->loss_scale, 0, &o->loss_scale);
@@ -64,7 +78,8 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
                          f->no_decay->n};
     o->lr = (LrSchedule){lr, min_lr, warmup, f->cosine ? steps : 0};
     o->data = f->data, o->data_width = (int)width, o->save = f->save, o->save_every = save_every;
-    o->resume = f->resume, o->loss = f->loss, o->json = a->json, o->weights = a->weights;
+    o->resume = f->resume || f->resume_anyway, o->resume_anyway = f->resume_anyway;
+    o->loss = f->loss, o->json = a->json, o->weights = a->weights;
     o->compile = compile_options(a, (int)threads);
     o->opt.threads = (int)threads;
     return EXIT_OK;
@@ -83,6 +98,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--momentum", .value = &f.momentum},  {"--clip", .value = &f.clip},
         {"--log-every", .value = &f.log_every}, {"--save", .value = &f.save},
         {"--save-every", .value = &f.save_every}, {"--resume", .on = &f.resume},
+        {"--resume-anyway", .on = &f.resume_anyway},
         {"--data", .value = &f.data},          {"--token-bytes", .value = &f.width},
         {"--synthetic", .on = &f.synthetic},   {"--loss", .value = &f.loss},
         {"--set", .list = &a->set},            {"--dim", .list = &a->dim},
@@ -101,6 +117,8 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     int rc = parse_args(cmd, flags, sizeof flags / sizeof flags[0], argc, argv, a);
     if (rc == EXIT_OK && !a->help)
         rc = check_model_args(cmd, a, sizes);
+    if (rc == EXIT_OK && !a->help)
+        rc = check_sizes(cmd, sizes, a->dim.n);
     if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
     if (rc == EXIT_OK && !a->help)

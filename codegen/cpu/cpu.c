@@ -10,6 +10,7 @@
 
 #include "codegen/cpu/gen.h"
 #include "codegen/cpu/ukernel.h"
+#include "runtime/fileio.h"
 
 /* Globals every module carries, so a loaded object can be checked against its program
  * and its machine: a hash of the program, the target (CPU and features) and the micro-
@@ -244,6 +245,29 @@ static const struct {
     {"obj", false, LLVMObjectFile},
 };
 
+/* Into memory, then onto disk whole (fileio.h): a failed or interrupted write leaves
+ * neither a truncated file nor a temporary behind. */
+static bool emit_atomically(const Target *t, LLVMModuleRef mod, int kind, const char *path, Err *e)
+{
+    char *msg = NULL;
+    if (emit_kinds[kind].ir) {
+        char *text = LLVMPrintModuleToString(mod);
+        bool ok = file_write_atomic(path, text, strlen(text), e);
+        LLVMDisposeMessage(text);
+        return ok;
+    }
+    LLVMMemoryBufferRef buf = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(t->tm, mod, emit_kinds[kind].type, &msg, &buf)) {
+        err_set(e, ERR_INPUT, "%s: error: cannot generate the %s: %s", path,
+                emit_kinds[kind].what, msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    bool ok = file_write_atomic(path, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf), e);
+    LLVMDisposeMemoryBuffer(buf);
+    return ok;
+}
+
 bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const char *path, Err *e)
 {
     int kind = -1;
@@ -260,14 +284,7 @@ bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const cha
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", ctx);
     bool ok = build(p, &t, mod, e);
-    char *msg = NULL;
-    if (ok && emit_kinds[kind].ir)
-        ok = !LLVMPrintModuleToFile(mod, path, &msg);
-    else if (ok)
-        ok = !LLVMTargetMachineEmitToFile(t.tm, mod, (char *)path, emit_kinds[kind].type, &msg);
-    if (!ok && msg)
-        err_set(e, ERR_INPUT, "%s: error: cannot write the %s: %s", path, what, msg);
-    LLVMDisposeMessage(msg);
+    ok = ok && emit_atomically(&t, mod, kind, path, e);
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);
     target_free(&t);
