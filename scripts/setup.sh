@@ -3,6 +3,10 @@
 # the packages that are missing, and nothing at all when every one is already there.
 set -euo pipefail
 
+# usage: scripts/setup.sh [--fuzz]
+#   --fuzz: also what the libFuzzer harnesses need (`make test-fuzz`, tests/fuzz/run.sh):
+#   clang-19, and libclang-rt-19-dev for its runtimes (libFuzzer, ASan, UBSan).
+
 # package:probe — a command or a file that shows the package is there, for machines
 # without dpkg.
 REQUIRED=(
@@ -10,6 +14,10 @@ REQUIRED=(
     llvm-19-dev:llvm-config-19 llvm-19-tools:/usr/lib/llvm-19/bin/FileCheck
     python3:python3 libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
 )
+if [ "${1:-}" = --fuzz ]; then
+    REQUIRED+=(clang-19:clang-19
+               libclang-rt-19-dev:/usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.fuzzer-x86_64.a)
+fi
 
 installed() { # package probe
     if command -v dpkg-query >/dev/null 2>&1; then

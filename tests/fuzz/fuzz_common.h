@@ -1,4 +1,4 @@
-/* fuzz_common.h — what both fuzz harnesses check about a graph they got: it verifies, and
+/* fuzz_common.h — what the fuzz harnesses check about a graph they got: it verifies, and
  * its text form prints, parses back and prints the same. A failure is a bug: trap, so
  * libFuzzer saves the input. COIL_FUZZ_SHALLOW=1 skips these checks (parse only). */
 #ifndef COIL_FUZZ_COMMON_H
@@ -10,19 +10,19 @@
 
 #include "ir/ir.h"
 
-static void fuzz_bug(const char *what, const char *detail)
+static inline void fuzz_bug(const char *what, const char *detail)
 {
     fprintf(stderr, "fuzz: %s\n%s\n", what, detail ? detail : "");
     __builtin_trap();
 }
 
-static int fuzz_shallow(void)
+static inline int fuzz_shallow(void)
 {
     const char *s = getenv("COIL_FUZZ_SHALLOW");
     return s && *s == '1';
 }
 
-static void fuzz_check_graph(const Graph *g)
+static inline void fuzz_check_graph(const Graph *g)
 {
     Err e = {0};
     if (!ir_verify(g, &e))

@@ -136,7 +136,9 @@ static void keep_copy(const Tensor *got, int n, Tensor *keep)
     for (int i = 0; i < n; i++) {
         Err e = {0};
         tensor_free(&keep[i]);
-        if (tensor_alloc(&keep[i], got[i].dt, got[i].rank, got[i].shape, &e))
+        /* an empty output may have no data at all: memcpy from NULL is undefined even for 0 */
+        if (tensor_alloc(&keep[i], got[i].dt, got[i].rank, got[i].shape, &e) &&
+            tensor_nbytes(&got[i]) > 0)
             memcpy(keep[i].data, got[i].data, tensor_nbytes(&got[i]));
     }
 }

@@ -53,6 +53,8 @@ static int64_t round64(int64_t n) { return (n + 63) / 64 * 64; }
  * the arena is the highest end and at least the bytes live at any step. */
 static void check_plan(const Prog *pr, const SymBind *sb, const MemoryPlan *mp)
 {
+    SymBind none = {0}; /* a static program reads no symbol, but needs a table to read */
+    sb = sb ? sb : &none;
     const Program *p = &pr->p;
     int64_t top = 0, live_most = 0;
     for (int i = 0; i < p->nbuf; i++) {
