@@ -54,4 +54,10 @@ double cpu_compile_seconds(const CpuModule *m)
     return 0;
 }
 
+CpuTimes cpu_compile_times(const CpuModule *m)
+{
+    (void)m;
+    return (CpuTimes){0};
+}
+
 void cpu_free(CpuModule *m) { (void)m; }

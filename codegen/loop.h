@@ -215,6 +215,11 @@ typedef struct Step {
     int kernel;   /* STEP_KERNEL */
     Gemm gemm;    /* STEP_GEMM */
     Attention attn; /* STEP_ATTENTION */
+    /* The graph nodes the step computes, ascending: its fusion group's members (with a
+     * GEMM's epilogue group), the gather a range step checks, the output a copy returns.
+     * Profiles and traces name a step by them (runtime/trace.h); nothing runs from them. */
+    const int *node;
+    int nnode;
 } Step;
 
 /* A lowered graph: malloc'd, everything it points to allocated from `arena`;

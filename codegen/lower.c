@@ -9,6 +9,7 @@
 
 #include "codegen/index_bounds.h"
 #include "codegen/lower_int.h"
+#include "ir/log.h"
 
 /* ---------------------------------------------------------------- growing arrays */
 
@@ -53,9 +54,20 @@ int lower_add_kernel(Lower *L, const Kernel *k)
     return p->nkernel++;
 }
 
-static bool add_step(Lower *L, Step s)
+/* Step s with the graph nodes it computes: a[0..na) and b[0..nb), each ascending (a
+ * group's members and its epilogue's), merged into one ascending list in the arena. */
+static bool add_step(Lower *L, Step s, const int *a, int na, const int *b, int nb)
 {
     Program *p = L->p;
+    int *node = arena_alloc(p->arena, ((size_t)na + (size_t)nb + 1) * sizeof *node);
+    if (!node) {
+        err_set(L->e, ERR_INPUT, "lowering: out of memory for step %d's nodes", p->nstep);
+        return false;
+    }
+    int i = 0, j = 0, n = 0;
+    while (i < na || j < nb)
+        node[n++] = j >= nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
+    s.node = node, s.nnode = n;
     Step *ns = grow(p->step, &L->cap_step, p->nstep, sizeof *ns);
     if (!ns) {
         err_set(L->e, ERR_INPUT, "lowering: out of memory for %d steps", p->nstep);
@@ -64,6 +76,14 @@ static bool add_step(Lower *L, Step s)
     p->step = ns;
     p->step[p->nstep++] = s;
     return true;
+}
+
+/* A group's step (epi: the epilogue group a GEMM step also computes, or -1). */
+static bool add_group_step(Lower *L, Step s, int grp, int epi)
+{
+    int na, nb = 0;
+    const int *a = lower_members(L, grp, &na), *b = epi >= 0 ? lower_members(L, epi, &nb) : NULL;
+    return add_step(L, s, a, na, b, nb);
 }
 
 /* Asked for in this attempt; FORCE_OWN_GROUP from the next plan on. */
@@ -76,8 +96,12 @@ bool lower_retry(Lower *L, int node)
                op_info[L->g->node[node].op].name);
         return false;
     }
-    if (L->force[node] != FORCE_NEXT)
+    if (L->force[node] != FORCE_NEXT) {
         L->nretry++;
+        coil_log(LOG_DEBUG, "lower: %s (%s) cannot be lowered in its group as planned: it "
+                 "gets a group of its own in the next plan", node_name(&L->g->node[node]),
+                 op_info[L->g->node[node].op].name);
+    }
     L->force[node] = FORCE_NEXT;
     return false;
 }
@@ -325,7 +349,7 @@ static bool range_step(Lower *L, int use)
     if (ki < 0 && !L->nretry && err_ok(L->e))
         err_at(L->e, L->g->node[use].loc, "lowering: cannot build the range check of this %s",
                op_info[L->g->node[use].op].name);
-    return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki});
+    return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki}, &use, 1, NULL, 0);
 }
 
 static bool range_steps(Lower *L, const Guards *gd, int grp)
@@ -401,14 +425,14 @@ static bool gemm_step(Lower *L, int grp)
         st.gemm.epilogue = k;
         st.gemm.epi_load = epilogue_load(&L->p->kernel[k], &st.gemm, ctx.c_identity);
     }
-    return add_step(L, st);
+    return add_group_step(L, st, grp, epi);
 }
 
 static bool kernel_step(Lower *L, int grp)
 {
     KernelCtx ctx = {L->p->nstep, {-1, -1}, -1, false};
     int k = lower_kernel(L, grp, &ctx);
-    return k >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = k});
+    return k >= 0 && add_group_step(L, (Step){.kind = STEP_KERNEL, .kernel = k}, grp, -1);
 }
 
 /* A matmul of integers is a loop kernel; of floats a GEMM step. */
@@ -418,13 +442,13 @@ static bool matmul_step(Lower *L, int grp)
         return gemm_step(L, grp);
     KernelCtx ctx = {L->p->nstep, {-1, -1}, -1, false};
     int k = lower_contraction(L, grp, &ctx);
-    return k >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = k});
+    return k >= 0 && add_group_step(L, (Step){.kind = STEP_KERNEL, .kernel = k}, grp, -1);
 }
 
 static bool attention_step(Lower *L, int grp)
 {
     Step st = {.kind = STEP_ATTENTION};
-    return lower_attention(L, grp, &st.attn) && add_step(L, st);
+    return lower_attention(L, grp, &st.attn) && add_group_step(L, st, grp, -1);
 }
 
 /* An output nothing stored (a matmul's result returned twice): a copy of its value. */
@@ -445,7 +469,7 @@ static bool copy_step(Lower *L, int node, int dst)
     int ki = ok ? lower_add_kernel(L, &k) : -1;
     if (!ok && err_ok(L->e))
         err_set(L->e, ERR_INPUT, "lowering: cannot copy output '%s'", L->p->buf[dst].name);
-    return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki});
+    return ki >= 0 && add_step(L, (Step){.kind = STEP_KERNEL, .kernel = ki}, &node, 1, NULL, 0);
 }
 
 /* Per buffer: whether some step writes it (one pass over the program). */
@@ -633,12 +657,16 @@ static void discard(Program *p)
 
 /* One plan, lowered: the program, or NULL with *nretry nodes marked in force for the next
  * plan (or e set). */
-static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, int *nretry, Err *e)
+static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, int *nretry,
+                        double *fuse_s, Err *e)
 {
     Fusion f;
     FuseOptions fo = {o && o->no_fusion, force, o ? o->max_fused : 0};
     *nretry = 0;
-    if (!fuse_plan(g, &fo, &f, e))
+    double t0 = clock_seconds();
+    bool planned = fuse_plan(g, &fo, &f, e);
+    *fuse_s += clock_seconds() - t0;
+    if (!planned)
         return NULL;
     Program *p = calloc(1, sizeof *p);
     Lower L = {.g = g, .f = &f, .p = p, .e = e, .force = force};
@@ -662,21 +690,40 @@ static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, i
     return NULL;
 }
 
+/* COIL_LOG=info: what lowering made, and how often a plan had to be made again. */
+static void log_lowered(const Graph *g, const Program *p, int tries, double fuse_s, double t0)
+{
+    int gemms = 0;
+    for (int s = 0; s < p->nstep; s++)
+        gemms += p->step[s].kind == STEP_GEMM;
+    coil_log(LOG_INFO, "lower '%s': %d steps (%d kernels, %d GEMMs), %d buffers in %.3f ms "
+             "(fusion planning %.3f ms, %d plan%s: %s)", g->name ? g->name : "graph", p->nstep,
+             p->nkernel, gemms, p->nbuf, (clock_seconds() - t0) * 1e3, fuse_s * 1e3, tries,
+             tries == 1 ? "" : "s", tries == 1 ? "lowered as planned"
+             : "nodes a group could not lower were given groups of their own");
+}
+
 Program *loop_lower(const Graph *g, const LowerOptions *o, Err *e)
 {
     uint8_t *force = calloc((size_t)g->nnode + 1, 1);
     Program *p = NULL;
+    double t0 = clock_seconds(), fuse_s = 0;
     if (!force) {
         err_set(e, ERR_INPUT, "lowering: out of memory");
         return NULL;
     }
-    for (int tries = 0, nretry = 1; !p && nretry && err_ok(e) && tries <= g->nnode; tries++) {
+    int tries = 0;
+    for (int nretry = 1; !p && nretry && err_ok(e) && tries <= g->nnode; tries++) {
         for (int id = 0; id < g->nnode; id++)
             force[id] = force[id] ? FORCE_OWN_GROUP : FORCE_NONE;
-        p = attempt(g, force, o, &nretry, e);
+        p = attempt(g, force, o, &nretry, &fuse_s, e);
     }
     if (!p && err_ok(e))
         err_set(e, ERR_INPUT, "lowering: graph '%s' found no plan to lower", g->name);
     free(force);
+    if (o && o->fuse_s)
+        *o->fuse_s = fuse_s;
+    if (p && coil_log_on(LOG_INFO))
+        log_lowered(g, p, tries, fuse_s, t0);
     return p;
 }

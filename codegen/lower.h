@@ -10,6 +10,8 @@ typedef struct LowerOptions {
     Fusion *plan;   /* when not NULL, receives the fusion plan the program was lowered
                        from (after any retries); fuse_free it */
     int max_fused;  /* the most nodes in one kernel: 0 for FUSE_MAX_NODES, < 0 no limit */
+    double *fuse_s; /* when not NULL, receives the seconds spent planning fusion (every
+                       plan tried), part of loop_lower's time */
 } LowerOptions;
 
 /* Lower g, which must hold only primitives (run the decompose pass first): plan the

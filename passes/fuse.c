@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/log.h"
 #include "passes/fuse.h"
 
 /* Working state: the plan being built, users, and each group's members as a list. */
@@ -44,6 +45,8 @@ typedef struct Plan {
     int *umark, ustamp;
     int *ustack, *ulist_f, *ulist_b;
     int64_t *upool;
+    int *num;         /* COIL_LOG=debug: statement numbers for the log lines, else NULL */
+    int nsibling;     /* sibling merges made (for the log's summary) */
 } Plan;
 
 /* ---------------------------------------------------------------- classes */
@@ -281,28 +284,38 @@ static const Type *operand_type(const Plan *p, int id, int j)
  * there) or stored (it also writes its buffer, so its shape must be a point of the
  * space), and grp has room for it. A reduction fits a row group over its operand with
  * its axes, or a pointwise group over its operand or over its result, which then becomes
- * that row group. */
-static bool fits(const Plan *p, int id, int grp, bool stored)
+ * that row group. NULL when it fits, else why not (COIL_LOG=debug prints it). */
+static const char *misfit(const Plan *p, int id, int grp, bool stored)
 {
     const Node *n = &p->g->node[id];
     const FuseGroup *G = &p->f->g[grp];
-    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION || p->size[grp] >= p->max_nodes)
-        return false;
+    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION)
+        return "a matmul or attention is a step of its own";
+    if (p->size[grp] >= p->max_nodes)
+        return "the group is full (FUSE_MAX_NODES)";
     if (p->f->cls[id] == NC_ELEMENT) {
         if (type_same_shape(&n->type, &G->space))
-            return true;
+            return NULL;
         if (G->kind == FUSE_ROW && outer_shape(&n->type, &G->space, G->inner))
-            return true;
-        return !stored && (broadcasts_into(&n->type, &G->space) || covers(&n->type, &G->space));
+            return NULL;
+        if (!stored && (broadcasts_into(&n->type, &G->space) || covers(&n->type, &G->space)))
+            return NULL;
+        return stored ? "different space (a stored value must have the group's shape)"
+                      : "different space (neither the same shape, nor broadcast into it, nor "
+                        "covering it)";
     }
     const Type *in = operand_type(p, id, 0);
     unsigned mask = reduce_axes(n, in->rank);
     if (mask == 0)
-        return false;
+        return "a reduction over no axis";
     if (G->kind == FUSE_ROW)
-        return type_same_shape(in, &G->space) && mask == G->inner;
-    return type_same_shape(in, &G->space) || type_same_shape(&n->type, &G->space);
+        return type_same_shape(in, &G->space) && mask == G->inner
+                   ? NULL : "different space (a row group over another shape or other axes)";
+    return type_same_shape(in, &G->space) || type_same_shape(&n->type, &G->space)
+               ? NULL : "different space (neither its operand's shape nor its result's)";
 }
+
+static bool fits(const Plan *p, int id, int grp, bool stored) { return !misfit(p, id, grp, stored); }
 
 static void join_fitting(Plan *p, int id, int grp, bool stored)
 {
@@ -402,6 +415,8 @@ static bool own_group(Plan *p, int id)
     return grp >= 0;
 }
 
+static void log_stored(Plan *p, int id, const GroupSet *readers, bool forced, bool joined);
+
 static bool decide(Plan *p, int id, int *scratch)
 {
     GroupSet readers = {scratch, 0};
@@ -414,9 +429,93 @@ static bool decide(Plan *p, int id, int *scratch)
         join_fitting(p, id, readers.g[0], false);
         return true;
     }
-    if (!forced && join_a_reader(p, id, &readers))
+    if (!forced && join_a_reader(p, id, &readers)) {
+        if (p->num)
+            log_stored(p, id, &readers, forced, true);
         return true;
+    }
+    if (p->num)
+        log_stored(p, id, &readers, forced, false);
     return own_group(p, id);
+}
+
+/* ---------------------------------------------------------------- the log */
+
+/* Statement numbers as ir_print and fuse_print number them (inputs by name), so a log
+ * line can be read beside `coil dump --after=fuse`. */
+static int *statement_numbers(const Graph *g)
+{
+    int *num = malloc(((size_t)g->nnode + 1) * sizeof *num), k = 0;
+    for (int id = 0; num && id < g->nnode; id++)
+        num[id] = g->node[id].op == OP_INPUT ? -1 : k++;
+    return num;
+}
+
+/* "%12 add f32[B,768] (gpt2.coil:41:5)", or "%x ..." for an input. */
+static const char *node_text(const Plan *p, int id, char *buf, size_t n)
+{
+    const Node *nd = &p->g->node[id];
+    char ty[128], at[160] = "";
+    type_fmt(p->g, &nd->type, ty, sizeof ty);
+    if (nd->loc.file)
+        snprintf(at, sizeof at, " (%s:%d:%d)", nd->loc.file, nd->loc.line, nd->loc.col);
+    if (p->num[id] < 0)
+        snprintf(buf, n, "%%%s %s%s", node_name(nd), ty, at);
+    else
+        snprintf(buf, n, "%%%d %s %s%s", p->num[id], op_info[nd->op].name, ty, at);
+    return buf;
+}
+
+static const char *const kind_name[] = {"pointwise", "row", "gemm", "attention"};
+
+/* "the row group of %18 sum": a group named by its latest member (numbers change when
+ * groups merge; members do not). */
+static const char *group_text(const Plan *p, int grp, int skip, char *buf, size_t n)
+{
+    int m = p->head[grp];
+    if (m == skip && m >= 0 && p->next[m] >= 0)
+        m = p->next[m]; /* a node just joined names the group by another member */
+    snprintf(buf, n, "the %s group of %%%d %s", kind_name[p->f->g[grp].kind], m >= 0 ? p->num[m] : -1,
+             m >= 0 ? op_info[p->g->node[m].op].name : "?");
+    return buf;
+}
+
+static const char *why_stored(const Plan *p, int id, const GroupSet *readers, bool forced,
+                              char *buf, size_t n)
+{
+    if (forced)
+        snprintf(buf, n, "%s", p->o->off ? "fusion is off" : "lowering asked for a kernel of its own");
+    else if (p->output[id])
+        snprintf(buf, n, "a graph output");
+    else if (p->operand[id])
+        snprintf(buf, n, "a matmul operand");
+    else if (readers->n != 1)
+        snprintf(buf, n, "read by %d groups", readers->n);
+    else
+        snprintf(buf, n, "its one reader's group refused it");
+    return buf;
+}
+
+/* A node that could not be computed inline where it is read: stored, by a reader's group
+ * (joined) or by a group of its own, with each reader's group's reason for refusing it. */
+static void log_stored(Plan *p, int id, const GroupSet *readers, bool forced, bool joined)
+{
+    char me[320], why[96], grp[128];
+    node_text(p, id, me, sizeof me);
+    why_stored(p, id, readers, forced, why, sizeof why);
+    if (joined) {
+        group_text(p, p->f->group[id], id, grp, sizeof grp);
+        coil_log(LOG_DEBUG, "fuse: %s: stored (%s) by %s", me, why, grp);
+        return;
+    }
+    coil_log(LOG_DEBUG, "fuse: %s: stored (%s) by a kernel of its own", me, why);
+    for (int i = 0; !forced && i < readers->n; i++) {
+        const char *no = misfit(p, id, readers->g[i], true);
+        if (!no && makes_cycle(p, id, readers->g[i], readers))
+            no = "a cycle of groups (that group needs a group reading this value)";
+        group_text(p, readers->g[i], -1, grp, sizeof grp);
+        coil_log(LOG_DEBUG, "fuse:   refused by %s: %s", grp, no ? no : "?");
+    }
 }
 
 /* ---------------------------------------------------------------- epilogues */
@@ -623,6 +722,36 @@ static bool epilogue_cycles(Plan *p, int grp, int gm)
     return false;
 }
 
+/* Why group grp cannot be matmul m's epilogue (NULL: it can, cycles aside). */
+static const char *epilogue_misfit(Plan *p, int grp, int m)
+{
+    const FuseGroup *G = &p->f->g[grp];
+    if (G->kind != FUSE_POINTWISE)
+        return "not a pointwise group";
+    if (G->gemm >= 0)
+        return "already another GEMM's epilogue";
+    if (!type_same_shape(&G->space, &p->g->node[m].type))
+        return "a different shape from the product's";
+    if (!reads_only_at_identity(p, grp, m))
+        return "reads the product at another index (through a view or a broadcast)";
+    if (!depends_only_directly(p, grp, m))
+        return "reads the product through another group too";
+    return NULL;
+}
+
+static void log_epilogue(Plan *p, int m, int grp, const char *refused)
+{
+    if (!p->num)
+        return;
+    char me[320], g[128];
+    node_text(p, m, me, sizeof me);
+    group_text(p, grp, -1, g, sizeof g);
+    if (refused)
+        coil_log(LOG_DEBUG, "fuse: gemm %s: epilogue %s refused: %s", me, g, refused);
+    else
+        coil_log(LOG_DEBUG, "fuse: gemm %s: epilogue %s", me, g);
+}
+
 static void choose_epilogues(Plan *p, int *scratch)
 {
     Fusion *f = p->f;
@@ -635,16 +764,19 @@ static void choose_epilogues(Plan *p, int *scratch)
         for (int i = 0; i < readers.n; i++) {
             int grp = readers.g[i];
             FuseGroup *G = &f->g[grp];
-            if (G->kind != FUSE_POINTWISE || G->gemm >= 0 ||
-                !type_same_shape(&G->space, &p->g->node[m].type) ||
-                !reads_only_at_identity(p, grp, m) || !depends_only_directly(p, grp, m))
+            const char *refused = epilogue_misfit(p, grp, m);
+            if (refused) {
+                log_epilogue(p, m, grp, refused);
                 continue;
+            }
             f->g[gm].epilogue = grp;
             G->gemm = gm;
             if (!epilogue_cycles(p, grp, gm)) {
                 merge_positions(p, gm, grp, gm);
+                log_epilogue(p, m, grp, NULL);
                 break;
             }
+            log_epilogue(p, m, grp, "a cycle of steps (a group it reads needs this GEMM)");
             f->g[gm].epilogue = G->gemm = -1; /* not this one: try the next reader */
         }
     }
@@ -752,6 +884,12 @@ static int next_near(const Plan *p, const Firsts *fs, int a, int after)
 
 static void merge_near(Plan *p, Firsts *fs, int a, int b)
 {
+    if (p->num) {
+        char ga[128], gb[128];
+        coil_log(LOG_DEBUG, "fuse: siblings merged: %s and %s (one space, a common read)",
+                 group_text(p, a, -1, ga, sizeof ga), group_text(p, b, -1, gb, sizeof gb));
+    }
+    p->nsibling++;
     merge_positions(p, a, b, a);
     merge_into(p, a, b);
     if (fs->of_group[b] < fs->of_group[a]) {
@@ -969,6 +1107,7 @@ static void plan_free(Plan *p)
     free(p->ulist_f);
     free(p->ulist_b);
     free(p->upool);
+    free(p->num);
 }
 
 static bool plan_alloc(Plan *p, Fusion *f)
@@ -990,6 +1129,23 @@ static bool plan_alloc(Plan *p, Fusion *f)
     for (size_t i = 0; i < n; i++)
         f->group[i] = p->next[i] = -1;
     return true;
+}
+
+/* One line per plan: how many kernels of each kind, epilogues and sibling merges. */
+static void log_summary(const Plan *p)
+{
+    const Fusion *f = p->f;
+    int kind[4] = {0}, epilogues = 0, stored = 0;
+    for (int i = 0; i < f->ngroup; i++) {
+        kind[f->g[i].kind]++;
+        epilogues += f->g[i].epilogue >= 0;
+    }
+    for (int id = 0; id < f->nnode; id++)
+        stored += f->stored[id];
+    coil_log(LOG_INFO, "fuse '%s': %d groups (%d pointwise, %d row, %d gemm, %d attention), "
+             "%d GEMM epilogues, %d sibling merges, %d stored values%s", p->g->name,
+             f->ngroup, kind[FUSE_POINTWISE], kind[FUSE_ROW], kind[FUSE_GEMM],
+             kind[FUSE_ATTENTION], epilogues, p->nsibling, stored, p->o->off ? " (fusion off)" : "");
 }
 
 static bool no_composites(const Graph *g, Err *e)
@@ -1020,6 +1176,8 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
     }
     classify_all(&p, live);
     free(live);
+    if (coil_log_on(LOG_DEBUG))
+        p.num = statement_numbers(g);
     ok = no_composites(g, e);
     for (int id = g->nnode - 1; ok && id >= 0; id--)
         if (is_compute(f->cls[id]))
@@ -1037,6 +1195,8 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
     if (ok && !(ok = order_groups(&p)))
         err_set(e, ERR_INPUT, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
                 g->name);
+    if (ok && coil_log_on(LOG_INFO))
+        log_summary(&p);
     plan_free(&p);
     if (!ok)
         fuse_free(f);
@@ -1066,8 +1226,6 @@ static void put_node(Text *t, const Graph *g, int id)
     else
         text_put(t, " %%%d", num);
 }
-
-static const char *const kind_name[] = {"pointwise", "row", "gemm", "attention"};
 
 static void put_group(Text *t, const Graph *g, const Fusion *f, int grp)
 {

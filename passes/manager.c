@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ir/log.h"
 #include "passes/passes.h"
 
 const Pass pass_table[] = {
@@ -73,9 +74,13 @@ bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err
     const Pass *todo[256];
     int n = parse_list(list ? list : "", todo, 256, e);
     for (int i = 0; i < n; i++) {
+        double t0 = clock_seconds();
         Graph *next = todo[i]->run(*g, e);
         if (!next)
             return false;
+        coil_log(LOG_INFO, "pass %s on '%s': %.3f ms, %d -> %d nodes", todo[i]->name,
+                 (*g)->name ? (*g)->name : "graph", (clock_seconds() - t0) * 1e3, (*g)->nnode,
+                 next->nnode);
         graph_free(*g);
         *g = next;
         if (after && !after(*g, todo[i], ctx))

@@ -1,11 +1,13 @@
 /* compiled.c — the compile pipeline end to end: passes, lowering, then LLVM (or a
  * package's object) and an engine holding the kernels, or for a GPU a CUDA engine (which
  * compiles its kernels with NVRTC). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
 #include "runtime/compiled.h"
+#include "runtime/compiled_debug.h"
 #include "runtime/tune_cuda.h"
 
 static const char *const mode_names[] = {
@@ -29,8 +31,10 @@ void compiled_free(Compiled *c)
     if (!c)
         return;
     tune_cache_free(c->cache);
+    compile_debug_free(c->debug);
     free(c->tuned_cfg);
     free(c->tuned_cu);
+    free(c->traced_s);
     engine_free(c->en);
     cuda_engine_free(c->cu);
     cpu_free(c->m);
@@ -74,24 +78,30 @@ static const struct {
     Device dev;
 } devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
 
-/* The device o asks for, or false with the reason it cannot be compiled for here. */
-static bool pick_device(const CompileOptions *o, Device *dev, Err *e)
+static bool cuda_here(Err *e)
 {
-    const char *why, *name = o->device ? o->device : "cpu";
+    const char *why;
+    if (cuda_driver_available(&why))
+        return true;
+    err_set(e, ERR_INPUT, "cannot compile for cuda: %s", why);
+    return false;
+}
+
+/* The device o asks for, or false with the reason it cannot be compiled for here. With
+ * a debug directory a missing GPU is reported later, in compile_cuda, once the stages
+ * that need none (up to the CUDA C) are written. */
+static bool pick_device(const CompileOptions *o, bool debug, Device *dev, Err *e)
+{
+    const char *name = o->device ? o->device : "cpu";
     for (size_t i = 0; i < sizeof devices / sizeof *devices; i++)
         if (strcmp(name, devices[i].name) == 0) {
             *dev = devices[i].dev;
-            if (*dev == DEVICE_CUDA && !cuda_driver_available(&why)) {
-                err_set(e, ERR_INPUT, "cannot compile for cuda: %s", why);
-                return false;
-            }
-            return true;
+            return *dev != DEVICE_CUDA || debug || cuda_here(e);
         }
     err_set(e, ERR_USAGE, "unknown device '%s' (cpu or cuda)", name);
     return false;
 }
 
-/* The CPU: LLVM's module (or the package's object) and an engine over it. */
 /* max-autotune: the cache opened now (a corrupt one warns and starts empty), the tuning
  * itself at the first run of each size. */
 static bool tune_setup(Compiled *c, const CompileOptions *o, Err *e)
@@ -107,57 +117,136 @@ static bool tune_setup(Compiled *c, const CompileOptions *o, Err *e)
     c->cache = tune_cache_open(path, e);
     if (path != o->tune_cache)
         free((char *)path);
+    TuneReport *report = o->tune_report ? o->tune_report : compile_debug_report(c->debug);
     c->tune = (TuneOptions){.cache = c->cache, .measure = true, .progress = o->tune_progress,
-                               .report = o->tune_report};
+                               .report = report};
     return c->cache != NULL;
 }
 
+/* Seconds spent writing the debug directory so far: timers subtract it. */
+static double debug_seconds(const Compiled *c)
+{
+    return debug_dir_seconds(compile_debug_dir(c->debug));
+}
+
+/* The code generator's stages, for the breakdown (none without LLVM: the kernels run on
+ * the loop evaluator). */
+static void debug_cpu_times(Compiled *c)
+{
+    if (!c->m)
+        return;
+    if (c->from_object) {
+        compile_debug_stage(c->debug, "load-object", c->llvm_s);
+        return;
+    }
+    CpuTimes t = cpu_compile_times(c->m);
+    compile_debug_stage(c->debug, "llvm-ir", t.ir_s);
+    compile_debug_stage(c->debug, "llvm-opt", t.opt_s);
+    compile_debug_stage(c->debug, "machine-code", t.machine_s);
+}
+
+/* The CPU: LLVM's module (or the package's object) and an engine over it. */
 static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
 {
-    double t0 = clock_seconds();
+    double t0 = clock_seconds() - debug_seconds(c);
     bool llvm = !o->no_llvm && (cpu_available() || o->object);
+    CpuOptions co = o->cpu;
+    co.debug = compile_debug_dir(c->debug);
     if (llvm)
-        c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &o->cpu, e);
-    c->llvm_s = clock_seconds() - t0;
+        c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &co, e);
+    c->llvm_s = clock_seconds() - debug_seconds(c) - t0;
     c->from_object = o->object != NULL;
-    return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL && tune_setup(c, o, e);
+    debug_cpu_times(c);
+    return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL &&
+           (!o->trace || engine_set_trace(c->en, o->trace, e)) && tune_setup(c, o, e);
+}
+
+/* A traced GPU: the profile's CUDA events time each step (what --profile uses), and each
+ * run's steps go into the trace after it (trace_gpu_run). */
+static bool trace_gpu_setup(Compiled *c, const CompileOptions *o, Err *e)
+{
+    if (!o->trace)
+        return true;
+    char device[300];
+    snprintf(device, sizeof device, "%s (CUDA)", cuda_engine_device(c->cu)->name);
+    c->trace = o->trace;
+    c->trace_prog = trace_program(c->trace, c->p, device, e);
+    c->traced_s = calloc((size_t)c->p->nstep + 1, sizeof *c->traced_s);
+    if (!c->traced_s && err_ok(e))
+        err_set(e, ERR_INPUT, "out of memory tracing a GPU");
+    return c->trace_prog >= 0 && c->traced_s;
 }
 
 static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
 {
+    compile_debug_cuda(c->debug, c->p);
+    if (c->debug && !cuda_here(e))
+        return false; /* pick_device left it until the CUDA C was written */
     double t0 = clock_seconds();
     CudaEngineOptions co = o->cuda;
-    co.profile = o->profile;
+    co.profile = o->profile || o->trace;
     co.graphs = co.graphs || o->mode != MODE_DEFAULT;
     co.full_opt = co.full_opt || o->mode == MODE_MAX_AUTOTUNE;
     c->cu = cuda_engine_new(c->p, &co, e);
     c->llvm_s = clock_seconds() - t0;
     c->from_object = co.cubin != NULL;
-    return c->cu != NULL && tune_setup(c, o, e);
+    if (c->cu) {
+        double nvrtc = cuda_engine_stats(c->cu).nvrtc_s;
+        compile_debug_stage(c->debug, c->from_object ? "load-cubin" : "nvrtc", nvrtc);
+        compile_debug_stage(c->debug, "cuda-engine", c->llvm_s - nvrtc);
+    }
+    return c->cu != NULL && trace_gpu_setup(c, o, e) && tune_setup(c, o, e);
+}
+
+/* g lowered to the loop IR, the fusion plan and the program written when debugging. */
+static bool lower(Compiled *c, const CompileOptions *o, Err *e)
+{
+    Fusion f = {0};
+    double t0 = clock_seconds();
+    LowerOptions lo = {.no_fusion = o->no_fusion, .plan = c->debug ? &f : NULL,
+                       .fuse_s = &c->fuse_s};
+    c->p = loop_lower(c->g, &lo, e);
+    c->lower_s = clock_seconds() - t0;
+    if (c->p)
+        compile_debug_lowered(c->debug, c->g, &f, c->p);
+    fuse_free(&f);
+    compile_debug_stage(c->debug, "fusion", c->fuse_s);
+    compile_debug_stage(c->debug, "lowering", c->lower_s - c->fuse_s);
+    return c->p != NULL;
+}
+
+/* The rest of the pipeline after the passes: lowering, then the device's code generator;
+ * takes g and the debug directory over, even on failure. */
+static Compiled *compile_lowered(Graph *g, const CompileOptions *o, CompileDebug *debug,
+                                 Err *e)
+{
+    Device dev;
+    Compiled *c = pick_device(o, debug != NULL, &dev, e) ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        graph_free(g);
+        compile_debug_free(debug);
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "out of memory compiling a model");
+        return NULL;
+    }
+    c->g = g, c->debug = debug;
+    bool ok = lower(c, o, e) &&
+              (dev == DEVICE_CUDA ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
+    if (ok) {
+        compile_debug_times(c->debug);
+        return c;
+    }
+    compiled_free(c);
+    return NULL;
 }
 
 Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e)
 {
     static const CompileOptions defaults = {0};
     o = o ? o : &defaults;
-    Device dev;
-    Compiled *c = pick_device(o, &dev, e) ? calloc(1, sizeof *c) : NULL;
-    if (!c) {
-        graph_free(g);
-        if (err_ok(e))
-            err_set(e, ERR_INPUT, "out of memory compiling a model");
-        return NULL;
-    }
-    c->g = g;
-    double t0 = clock_seconds();
-    LowerOptions lo = {.no_fusion = o->no_fusion};
-    c->p = loop_lower(g, &lo, e);
-    c->lower_s = clock_seconds() - t0;
-    bool ok = c->p && (dev == DEVICE_CUDA ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
-    if (ok)
-        return c;
-    compiled_free(c);
-    return NULL;
+    CompileDebug *debug = compile_debug_open(g, o);
+    compile_debug_graph(debug, "input", g);
+    return compile_lowered(g, o, debug, e);
 }
 
 /* The passes must keep the parameters, in order: the caller's params array is indexed so. */
@@ -202,18 +291,47 @@ static int pad_multiple(const CompileOptions *o)
     return o->device && strcmp(o->device, "cuda") == 0 ? CUDA_PAD_MULTIPLE : CPU_PAD_MULTIPLE;
 }
 
+/* The passes the pipeline runs, each graph written when debugging. */
+static bool optimise(Graph **g, const CompileOptions *o, CompileDebug *debug, Err *e)
+{
+    compile_debug_passes_start(debug);
+    return run_passes_with(g, pipeline_for(o), debug ? compile_debug_after_pass : NULL, debug, e);
+}
+
+/* max-autotune with sizes: matmuls padded where that measured faster. */
+static bool pad(Graph **g, const CompileOptions *o, CompileDebug *debug, Err *e)
+{
+    if (!padding_tuned(o))
+        return true;
+    CompileOptions po = *o; /* its decisions in the debug directory's report too */
+    po.tune_report = o->tune_report ? o->tune_report : compile_debug_report(debug);
+    const Graph *before = *g;
+    double t0 = clock_seconds();
+    bool ok = tune_pad(g, o->tune_sizes, pad_multiple(o), &po, e);
+    compile_debug_stage(debug, "shape-padding", clock_seconds() - t0);
+    if (ok && *g != before) /* some matmul was padded */
+        compile_debug_graph(debug, "after-tune-pad", *g);
+    return ok;
+}
+
 Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
 {
-    double t0 = clock_seconds();
+    static const CompileOptions defaults = {0};
+    o = o ? o : &defaults;
+    CompileDebug *debug = compile_debug_open(src, o);
+    DebugDir *dir = compile_debug_dir(debug);
+    double t0 = clock_seconds() - debug_dir_seconds(dir); /* the writing left out */
     Graph *g = graph_copy(src, e);
-    bool run = !(o && o->optimised);
-    if (!g || (run && !run_passes(&g, pipeline_for(o), e)) || !same_params(src, g, e) ||
-        (padding_tuned(o) && !tune_pad(&g, o->tune_sizes, pad_multiple(o), o, e))) {
+    compile_debug_graph(debug, "input", g);
+    bool ok = g && (o->optimised || optimise(&g, o, debug, e));
+    compile_debug_stage(debug, "passes", clock_seconds() - debug_dir_seconds(dir) - t0);
+    if (!ok || !same_params(src, g, e) || !pad(&g, o, debug, e)) {
         graph_free(g);
+        compile_debug_free(debug);
         return NULL;
     }
-    double passes = clock_seconds() - t0;
-    Compiled *c = compile_optimised(g, o, e);
+    double passes = clock_seconds() - debug_dir_seconds(dir) - t0; /* padding included */
+    Compiled *c = compile_lowered(g, o, debug, e);
     if (c)
         c->passes_s = passes;
     return c;
@@ -227,6 +345,11 @@ bool compiled_tune(Compiled *c, Err *e)
     double t0 = clock_seconds();
     bool ok = c->cu ? tune_cuda(c->cu, c->p, &c->tune, e) : tune_cpu(c->en, c->p, &c->tune, e);
     c->tune_s += clock_seconds() - t0;
+    if (ok && c->debug) {
+        compile_debug_tuned(c->debug, c->tune.report);
+        compile_debug_stage(c->debug, "tuning", c->tune_s);
+        compile_debug_times(c->debug); /* again, under its first number, with the tuning */
+    }
     c->tuned_sb = *sb, c->tuned = ok;
     free(c->tuned_cfg);
     free(c->tuned_cu);
@@ -242,13 +365,43 @@ bool compiled_tune(Compiled *c, Err *e)
     return ok;
 }
 
+/* The GPU's run that began at start, into the trace: each step's time is what its CUDA
+ * events measured this run (the profile's sums, less what they held before); the steps
+ * are laid end to end from the run's start, as the stream ran them (gaps between them,
+ * and the copies in and out, are not shown). */
+static bool trace_gpu_run(Compiled *c, double start, Err *e)
+{
+    const double *sum = cuda_engine_step_seconds(c->cu);
+    if (!trace_run_begin(c->trace, c->trace_prog, cuda_engine_symbols(c->cu), start, e))
+        return false;
+    double at = start;
+    for (int s = 0; sum && s < c->p->nstep; s++) {
+        double took = sum[s] - c->traced_s[s];
+        c->traced_s[s] = sum[s];
+        if (took > 0)
+            trace_step(c->trace, c->trace_prog, s, at, at + took);
+        at += took > 0 ? took : 0;
+    }
+    trace_run_end(c->trace, c->trace_prog);
+    return true;
+}
+
 bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tensor *outputs,
                   Err *e)
 {
+    double start = c->trace ? clock_seconds() : 0;
     bool ok = c->cu ? cuda_engine_run(c->cu, inputs, params, outputs, e)
                     : engine_run(c->en, inputs, params, outputs, e);
+    if (ok && c->trace && !trace_gpu_run(c, start, e)) {
+        for (int i = 0; i < c->g->noutput; i++)
+            tensor_free(&outputs[i]);
+        return false;
+    }
     if (!ok)
         return false;
+    if (c->debug) /* at each new size the engine planned at */
+        compile_debug_plan(c->debug, c->p, c->cu ? cuda_engine_symbols(c->cu)
+                                                 : engine_symbols(c->en), compiled_plan(c));
     if (compiled_tune(c, e))
         return true;
     for (int i = 0; i < c->g->noutput; i++)
@@ -287,12 +440,22 @@ const double *compiled_step_seconds(const Compiled *c)
 bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,
                   Err *e)
 {
+    static const CompileOptions defaults = {0};
+    o = o ? o : &defaults;
+    CompileDebug *debug = compile_debug_open(src, o);
     Graph *g = graph_copy(src, e);
-    LowerOptions lo = {.no_fusion = o && o->no_fusion};
-    bool passes = !(o && o->optimised);
-    Program *p = g && (!passes || run_passes(&g, pipeline_for(o), e)) ? loop_lower(g, &lo, e) : NULL;
-    bool gpu = o && o->device && strcmp(o->device, "cuda") == 0;
+    compile_debug_graph(debug, "input", g);
+    Fusion f = {0};
+    LowerOptions lo = {.no_fusion = o->no_fusion, .plan = debug ? &f : NULL};
+    Program *p = g && (o->optimised || optimise(&g, o, debug, e)) ? loop_lower(g, &lo, e) : NULL;
+    if (p)
+        compile_debug_lowered(debug, g, &f, p);
+    fuse_free(&f);
+    bool gpu = o->device && strcmp(o->device, "cuda") == 0;
     bool ok = p && plan_memory_aligned(p, sb, gpu ? PLAN_ALIGN_GPU : 0, plan, e);
+    if (ok)
+        compile_debug_plan(debug, p, sb, plan);
+    compile_debug_free(debug);
     program_free(p);
     graph_free(g);
     return ok;

@@ -42,7 +42,13 @@ typedef struct CompileOptions {
     TuneReport *tune_report;  /* max-autotune: what the tuning found (NULL: not kept) */
     const SymBind *tune_sizes;/* max-autotune: the sizes to decide shape padding at (NULL:
                                  no padding; kernels are tuned at each run's sizes) */
+    Trace *trace;             /* record every run into it (runtime/trace.h; NULL: none):
+                                 on a GPU through the profile's CUDA events */
+    bool no_debug_dir;        /* never write COIL_DEBUG_DIR's stages (the autotuner's probe
+                                 compiles, which would bury the model's own) */
 } CompileOptions;
+
+typedef struct CompileDebug CompileDebug; /* runtime/compiled_debug.h */
 
 typedef struct Compiled {
     Graph *g;            /* the optimised graph (owned) */
@@ -52,6 +58,7 @@ typedef struct Compiled {
     CudaEngine *cu;      /* the GPU's (device "cuda"), else NULL */
     double passes_s, lower_s, llvm_s; /* seconds in each stage (llvm_s: NVRTC and loading
                                          the module, on a GPU) */
+    double fuse_s;       /* of lower_s, planning fusion */
     bool from_object;    /* the kernels were a package's object, not compiled here */
     CompileMode mode;
     TuneCache *cache;    /* max-autotune */
@@ -61,10 +68,16 @@ typedef struct Compiled {
     StepConfig *tuned_cfg; /* per step, what the tuning chose (for compiled_use_tuning) */
     CudaStepConfig *tuned_cu; /* the same on a GPU */
     double tune_s;       /* seconds spent tuning (measuring, or reading the cache) */
+    Trace *trace;        /* CompileOptions.trace (the GPU's runs are recorded here) */
+    int trace_prog;
+    double *traced_s;    /* a GPU's step seconds summed up to the last traced run */
+    CompileDebug *debug; /* COIL_DEBUG_DIR's stages, written as they happen (NULL: unset) */
 } Compiled;
 
 /* Optimise a copy of g (verify, decompose, fold, cse, dce) and compile it. Errors from any
- * stage, located where they can be. */
+ * stage, located where they can be. With COIL_DEBUG_DIR=DIR every stage is written to
+ * DIR/NNN-<graph>/ as it happens (ir/debug_dir.h; the memory plan and the autotuner's
+ * report at the first run of each size); a failed write warns and the compile goes on. */
 Compiled *compile_graph(const Graph *g, const CompileOptions *o, Err *e);
 /* Compile g as it is (already optimised: a package's IR). Takes g over, even on failure. */
 Compiled *compile_optimised(Graph *g, const CompileOptions *o, Err *e);

@@ -12,6 +12,7 @@
 
 #include "codegen/cuda/cuda.h"
 #include "codegen/index_bounds.h"
+#include "ir/log.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
@@ -651,18 +652,46 @@ static bool lt_prepare(CudaEngine *en, int s, CuFusion f, LtStep *L, char *why, 
     return L->on;
 }
 
+/* COIL_LOG=info: where step s's epilogue runs and why. declined: NULL when cuBLASLt was
+ * not asked (no match, not eligible), "" when it took the GEMM, else its reason. */
+static void log_lt(const CudaEngine *en, int s, CuFusion f, const char *declined)
+{
+    const Gemm *g = &en->p->step[s].gemm;
+    const CuGemm *cg = &en->gemm[s];
+    const char *epi = g->epilogue >= 0 ? en->p->kernel[g->epilogue].name : NULL;
+    if (declined && !*declined) {
+        coil_log(LOG_INFO, "cuda step %d: GEMM and epilogue %s on cuBLASLt (%s)", s,
+                 epi ? epi : "-", cuda_epilogue_name[f.kind]);
+        return;
+    }
+    const char *why = declined ? declined
+                      : !en->lt ? (en->o.no_lt ? "cuBLASLt is off" : "no cuBLASLt library")
+                      : cg->batch != 1 || cg->nouter ? "a batched GEMM"
+                      : cg->zero ? "K is 0" : cg->empty ? "C is empty"
+                      : f.kind == CU_EPI_NONE ? (epi ? "no cuBLASLt form (COIL_LOG=debug says "
+                                                       "why)" : "no epilogue")
+                      : "cuBLASLt has no such epilogue";
+    coil_log(LOG_INFO, "cuda step %d: GEMM on cuBLAS%s%s: %s%s", s, epi ? ", epilogue kernel " : "",
+             epi ? epi : "", declined ? "cuBLASLt declined: " : "", why);
+}
+
 /* cuBLASLt for step s when its epilogue matches and cuBLASLt takes it; otherwise (no
  * match, batches, K = 0, or cuBLASLt declines: stats.note says why) cuBLAS and the
  * epilogue kernel. */
 static void prepare_lt(CudaEngine *en, int s)
 {
-    CuFusion f = cuda_match_epilogue(en->p, &en->p->step[s].gemm);
-    if (!lt_eligible(en, s) || !lt_epilogue[f.kind])
+    const Gemm *g = &en->p->step[s].gemm;
+    CuFusion f = cuda_match_epilogue(en->p, g);
+    if (!lt_eligible(en, s) || !lt_epilogue[f.kind]) {
+        log_lt(en, s, f, NULL);
         return;
+    }
     char why[200] = "";
-    if (!lt_prepare(en, s, f, &en->lts[s], why, sizeof why))
+    bool on = lt_prepare(en, s, f, &en->lts[s], why, sizeof why);
+    if (!on)
         snprintf(en->stats.note, sizeof en->stats.note, "step %d: cuBLASLt declined %s: %s", s,
                  cuda_epilogue_name[f.kind], why);
+    log_lt(en, s, f, on ? "" : why);
 }
 
 /* The plain cuBLASLt call of step s (its epilogue a kernel), for a tuned choice. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codegen/cuda/cuda.h"
+#include "ir/log.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
 
@@ -265,22 +266,40 @@ static CuEpilogue match_value(const Kernel *k, int value, int load, DType dt, in
     return kind;
 }
 
-CuFusion cuda_match_epilogue(const Program *p, const Gemm *g)
+/* The match, or NONE with *why saying what stops it (for COIL_LOG). */
+static CuFusion match_epilogue(const Program *p, const Gemm *g, const char **why)
 {
     CuFusion none = {CU_EPI_NONE, -1, -1};
+    *why = "no epilogue kernel";
     if (g->epilogue < 0 || g->epi_load < 0)
         return none;
     const Kernel *k = &p->kernel[g->epilogue];
     const LStmt *s = single_store(k);
     DType dt = p->buf[g->c.buf].dt;
-    if (!s || s->index != k->lx[g->epi_load].a || p->buf[s->buf].dt != dt ||
-        (g->c_live && s->buf != g->c.buf))
+    *why = !s ? "not one store over [rows, N]"
+           : s->index != k->lx[g->epi_load].a ? "it stores at another index than it reads C"
+           : p->buf[s->buf].dt != dt ? "it stores another dtype than C's"
+           : g->c_live && s->buf != g->c.buf ? "C is read again after it" : NULL;
+    if (*why)
         return none;
     int bias = -1;
     CuEpilogue kind = match_value(k, s->value, g->epi_load, dt, &bias);
-    if (kind == CU_EPI_NONE || bias == g->c.buf || bias == s->buf || p->buf[bias].dt != dt)
+    *why = kind == CU_EPI_NONE ? "its value is not [relu|gelu|gelu_tanh](C + bias[n])"
+           : bias == g->c.buf || bias == s->buf ? "the bias is C or the output"
+           : p->buf[bias].dt != dt ? "the bias has another dtype than C" : NULL;
+    if (*why)
         return none;
     return (CuFusion){kind, bias, s->buf};
+}
+
+CuFusion cuda_match_epilogue(const Program *p, const Gemm *g)
+{
+    const char *why;
+    CuFusion f = match_epilogue(p, g, &why);
+    if (f.kind == CU_EPI_NONE && g->epilogue >= 0)
+        coil_log(LOG_DEBUG, "cuda: epilogue %s has no cuBLASLt form: %s",
+                 p->kernel[g->epilogue].name, why);
+    return f;
 }
 
 /* ---------------------------------------------------------------- helper kernels */

@@ -36,6 +36,8 @@ struct Engine {
     bool ran;          /* run_sb and bufs hold a finished run's */
     EngineStats stats;
     double *step_s;    /* per step, with profiling */
+    Trace *trace;      /* engine_set_trace's, else NULL */
+    int trace_prog;    /* this program's id in it */
     DType *dts;        /* per buffer */
     void **bufs;       /* per buffer: its base for the current run */
     void **consts;     /* per buffer: a BUF_CONST's elements in its dtype, else NULL */
@@ -217,6 +219,17 @@ EngineStats engine_stats(const Engine *en) { return en->stats; }
 
 const double *engine_step_seconds(const Engine *en) { return en->step_s; }
 
+/* Room for a run's chunks: a step is at most two jobs (a GEMM, then its epilogue), each a
+ * chunk per thread; the pool doubles its buffers if a run ever needs more. */
+bool engine_set_trace(Engine *en, Trace *t, Err *e)
+{
+    int prog = t ? trace_program(t, en->p, "the CPU", e) : -1;
+    if (t && (prog < 0 || !pool_trace_start(en->pool, 2 * en->p->nstep + 64, e)))
+        return false;
+    en->trace = t, en->trace_prog = prog;
+    return true;
+}
+
 void engine_configure(Engine *en, int s, const StepConfig *c)
 {
     if (s >= 0 && s < en->p->nstep)
@@ -383,20 +396,48 @@ bool engine_run_step(Engine *en, int s, Err *e)
     return run_step(en, s, &en->run_sb, e);
 }
 
+/* Step s took [t0, now): into the profile's sums and the trace. */
+static void step_timed(Engine *en, int s, double t0)
+{
+    double t1 = clock_seconds();
+    if (en->step_s)
+        en->step_s[s] += t1 - t0;
+    if (en->trace)
+        trace_step(en->trace, en->trace_prog, s, t0, t1);
+}
+
 static bool run_steps(Engine *en, const SymBind *sb, Err *e)
 {
     const Program *p = en->p;
+    bool timed = en->step_s || en->trace;
     en->stats = (EngineStats){0};
     for (int s = 0; s < p->nstep; s++) {
         if (en->skip[s])
             continue;
-        double t0 = en->step_s ? clock_seconds() : 0;
+        double t0 = timed ? clock_seconds() : 0;
+        if (en->trace)
+            pool_trace_tag(en->pool, s); /* the pool's chunks from now on are step s's */
         if (!run_step(en, s, sb, e))
             return false;
-        if (en->step_s)
-            en->step_s[s] += clock_seconds() - t0;
+        if (timed)
+            step_timed(en, s, t0);
     }
     return true;
+}
+
+static void take_chunk(void *ctx, const PoolChunk *c)
+{
+    Engine *en = ctx;
+    trace_chunk(en->trace, en->trace_prog, c);
+}
+
+/* After a traced run: its chunks out of the pool's buffers, the run's own event. Work
+ * outside a run (the autotuner's engine_run_step) is not recorded. */
+static void trace_run_done(Engine *en)
+{
+    pool_trace_tag(en->pool, -1);
+    trace_dropped(en->trace, pool_trace_drain(en->pool, take_chunk, en));
+    trace_run_end(en->trace, en->trace_prog);
 }
 
 /* After the steps: every index a range step reduced must have stayed in its table. */
@@ -421,7 +462,11 @@ bool engine_run(Engine *en, const Tensor *inputs, const Tensor *params, Tensor *
     sb.val[COIL_SYM_RNG_STEP] = (int64_t)en->rng_step;
     bind_buffers(en, inputs, params, outputs);
     en->ran = false;
-    if (run_steps(en, &sb, e) && check_ranges(en, &sb, e)) {
+    bool traced = en->trace && trace_run_begin(en->trace, en->trace_prog, &sb, clock_seconds(), e);
+    bool ok = (!en->trace || traced) && run_steps(en, &sb, e) && check_ranges(en, &sb, e);
+    if (traced)
+        trace_run_done(en);
+    if (ok) {
         en->run_sb = sb, en->ran = true;
         return true;
     }

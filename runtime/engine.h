@@ -5,6 +5,7 @@
 
 #include "codegen/cpu/cpu.h"
 #include "runtime/gemm_tiled.h"
+#include "runtime/trace.h"
 
 typedef struct Engine Engine;
 
@@ -88,5 +89,9 @@ EngineStats engine_stats(const Engine *en);
 /* With EngineOptions.profile: seconds spent in each step, summed over every run so far;
  * NULL without. */
 const double *engine_step_seconds(const Engine *en);
+/* Record every run from now on into t (runtime/trace.h): the run, each step's start and
+ * end, and each chunk the pool's threads ran (timed into per-thread buffers, drained after
+ * the run). t must outlive the engine. Without a trace an engine times nothing. */
+bool engine_set_trace(Engine *en, Trace *t, Err *e);
 
 #endif

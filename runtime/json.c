@@ -1,5 +1,7 @@
-/* json.c — a strict recursive-descent JSON reader into an arena-held tree. Untrusted
- * bytes welcome: every read is bounds-checked, depth is limited, errors give the byte offset. */
+/* json.c — a strict recursive-descent JSON reader into an arena-held tree (untrusted bytes
+ * welcome: every read is bounds-checked, depth is limited, errors give the byte offset), and
+ * the streaming writer every JSON output of coil goes through. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,16 +454,215 @@ const char *json_kind_name(JsonKind k)
     return (unsigned)k < sizeof name / sizeof name[0] ? name[k] : "?";
 }
 
-void json_write_string(FILE *f, const char *s)
+/* ---------------------------------------------------------------- writing */
+
+/* s as a string literal: the escapes JSON requires, UTF-8 as it is, and U+FFFD for each
+ * byte that does not start a valid UTF-8 sequence (a path or a name can hold anything). */
+static void put_string(FILE *f, const char *s)
 {
+    static const char short_escape[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
+                                        ['\t'] = 't', ['"'] = '"', ['\\'] = '\\'};
+    const unsigned char *p = (const unsigned char *)s;
+    size_t left = strlen(s);
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
+    while (left > 0) {
+        size_t k = 1;
+        if (*p < sizeof short_escape && short_escape[*p])
+            fprintf(f, "\\%c", short_escape[*p]);
         else if (*p < 0x20)
             fprintf(f, "\\u%04x", *p);
-        else
+        else if (*p < 0x80)
             fputc(*p, f);
+        else if ((k = utf8_len(p, left)) > 0)
+            fwrite(p, 1, k, f);
+        else
+            fputs("\\ufffd", f), k = 1;
+        p += k, left -= k;
     }
     fputc('"', f);
+}
+
+void json_write_string(FILE *f, const char *s) { put_string(f, s); }
+
+void json_writer_init(JsonWriter *w, FILE *f) { *w = (JsonWriter){.f = f}; }
+
+static bool in_object(const JsonWriter *w)
+{
+    return w->depth > 0 && (w->is_object >> (w->depth - 1) & 1);
+}
+
+/* What comes before any item: the separator from the previous one, and in an object the
+ * check that this value's key was given (a key itself comes where a key is due). */
+static bool before_item(JsonWriter *w, bool is_key)
+{
+    bool object = in_object(w);
+    if (w->failed || (object && !is_key && !w->key) || (is_key && (!object || w->key)) ||
+        (w->depth == 0 && w->done)) {
+        w->failed = true; /* one document, keys and values in turn */
+        return false;
+    }
+    if (object && !is_key)
+        return true; /* a member's value: its key wrote the separator */
+    if (w->depth == 0)
+        return true; /* the document's value */
+    uint64_t bit = UINT64_C(1) << (w->depth - 1);
+    bool later = w->has_item & bit;
+    if (later)
+        fputc(',', w->f);
+    if (w->newline)
+        fputc('\n', w->f);
+    else if (later)
+        fputc(' ', w->f);
+    w->newline = false;
+    w->has_item |= bit;
+    return true;
+}
+
+/* A value begun: the key it answers is spent; at the top it is the document's one value. */
+static void after_value(JsonWriter *w)
+{
+    w->key = NULL;
+    w->done = w->done || w->depth == 0;
+}
+
+static void begin(JsonWriter *w, char open, bool object)
+{
+    if (!before_item(w, false))
+        return;
+    if (w->depth >= JSON_MAX_DEPTH) {
+        w->failed = true;
+        return;
+    }
+    after_value(w);
+    fputc(open, w->f);
+    uint64_t bit = UINT64_C(1) << w->depth;
+    w->is_object = object ? w->is_object | bit : w->is_object & ~bit;
+    w->has_item &= ~bit;
+    w->depth++;
+}
+
+static void end(JsonWriter *w, char close, bool object)
+{
+    if (w->failed || w->depth == 0 || in_object(w) != object || w->key) {
+        w->failed = true;
+        return;
+    }
+    if (w->newline)
+        fputc('\n', w->f);
+    w->newline = false;
+    fputc(close, w->f);
+    w->depth--;
+}
+
+void json_begin_object(JsonWriter *w) { begin(w, '{', true); }
+void json_end_object(JsonWriter *w) { end(w, '}', true); }
+void json_begin_array(JsonWriter *w) { begin(w, '[', false); }
+void json_end_array(JsonWriter *w) { end(w, ']', false); }
+
+void json_key(JsonWriter *w, const char *key)
+{
+    if (!key) {
+        w->failed = true;
+        return;
+    }
+    if (!before_item(w, true))
+        return;
+    put_string(w->f, key);
+    fputs(": ", w->f);
+    w->key = key;
+}
+
+/* A scalar: its text after the separator. */
+static void scalar(JsonWriter *w, const char *text)
+{
+    if (!before_item(w, false))
+        return;
+    after_value(w);
+    fputs(text, w->f);
+}
+
+void json_string(JsonWriter *w, const char *s)
+{
+    if (!s) {
+        scalar(w, "null");
+        return;
+    }
+    if (!before_item(w, false))
+        return;
+    after_value(w);
+    put_string(w->f, s);
+}
+
+void json_int(JsonWriter *w, int64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%lld", (long long)v);
+    scalar(w, text);
+}
+
+/* The fewest of 15, 16, 17 significant digits that read back as v (17 always do). */
+static void round_trip_text(double v, char *text, size_t n)
+{
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(text, n, "%.*g", digits, v);
+        if (strtod(text, NULL) == v)
+            return;
+    }
+}
+
+void json_double(JsonWriter *w, double v)
+{
+    if (isfinite(v)) {
+        char text[40];
+        round_trip_text(v, text, sizeof text);
+        scalar(w, text);
+        return;
+    }
+    const char *key = w->key, *what = isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+    scalar(w, "null");
+    if (!key || w->failed)
+        return; /* an array's element: null alone */
+    char sibling[256];
+    if (snprintf(sibling, sizeof sibling, "%s_nonfinite", key) >= (int)sizeof sibling) {
+        w->failed = true; /* no key that long is ever written */
+        return;
+    }
+    json_key(w, sibling);
+    json_string(w, what);
+}
+
+void json_bool(JsonWriter *w, bool v) { scalar(w, v ? "true" : "false"); }
+void json_null(JsonWriter *w) { scalar(w, "null"); }
+
+void json_field_string(JsonWriter *w, const char *key, const char *s)
+{
+    json_key(w, key);
+    json_string(w, s);
+}
+
+void json_field_int(JsonWriter *w, const char *key, int64_t v)
+{
+    json_key(w, key);
+    json_int(w, v);
+}
+
+void json_field_double(JsonWriter *w, const char *key, double v)
+{
+    json_key(w, key);
+    json_double(w, v);
+}
+
+void json_field_bool(JsonWriter *w, const char *key, bool v)
+{
+    json_key(w, key);
+    json_bool(w, v);
+}
+
+void json_newline(JsonWriter *w) { w->newline = true; }
+
+bool json_writer_done(JsonWriter *w)
+{
+    bool whole = !w->failed && w->depth == 0 && w->done;
+    fputc('\n', w->f);
+    return whole && !ferror(w->f);
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/log.h"
 #include "runtime/engine.h"
 
 #define PLAN_ALIGN 64 /* the CPU's: a cache line, and the widest vector (AVX-512) */
@@ -218,6 +219,18 @@ static bool fixed_bytes(const Program *p, const SymBind *sb, MemoryPlan *plan, E
     return true;
 }
 
+static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* COIL_LOG=info: the totals, and the arena against the most bytes live at once (the
+ * least any placement can take), so a poor placement shows. */
+static void log_plan(const Program *p, const MemoryPlan *plan, int ntemp, int64_t bound)
+{
+    coil_log(LOG_INFO, "memory plan '%s': arena %.3f MiB for %d temporaries (the most live at "
+             "once: %.3f MiB), parameters %.3f MiB, inputs and outputs %.3f MiB",
+             p->graph && p->graph->name ? p->graph->name : "program", mib(plan->arena_bytes),
+             ntemp, mib(bound), mib(plan->param_bytes), mib(plan->io_bytes));
+}
+
 bool plan_memory(const Program *p, const SymBind *sb, MemoryPlan *plan, Err *e)
 {
     return plan_memory_aligned(p, sb, PLAN_ALIGN, plan, e);
@@ -251,5 +264,7 @@ bool plan_memory_aligned(const Program *p, const SymBind *sb, int64_t align, Mem
     free(best);
     if (bound < 0)
         plan_free(plan);
+    else
+        log_plan(p, plan, nblk, bound);
     return bound >= 0;
 }

@@ -4,7 +4,8 @@
  * worker learns in a single load both that there is new work and whether a chunk of it is
  * its own; workers without a chunk touch nothing else, and the caller may rewrite the job
  * as soon as the workers that have chunks are done. Idle workers spin briefly (kernels
- * come back to back) and then sleep on a condition variable. */
+ * come back to back) and then sleep on a condition variable. While tracing, each thread
+ * times its chunks into a buffer of its own, drained by the caller between jobs. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -18,6 +19,13 @@
 #define SPIN_WAKE 2000 /* pauses (10-100 ns each) an idle worker spins before sleeping */
 #define YIELD_EVERY 32 /* spinning threads yield this often, in case a thread that has
                           work is waiting for the core (more threads than cores) */
+
+/* A thread's trace buffer, alone on its cache lines: threads append side by side. */
+typedef struct TraceBuf {
+    _Alignas(64) PoolChunk *chunk;
+    int n, cap;
+    int64_t dropped;
+} TraceBuf;
 
 typedef struct Worker {
     Pool *pool;
@@ -39,6 +47,8 @@ struct Pool {
     _Atomic bool stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    TraceBuf *trace; /* per thread while tracing, else NULL; written between jobs only */
+    int tag;         /* the job's tag for traced chunks (part of the job, like fn) */
 };
 
 /* One round of a spin-wait: a pause, and now and then the core to whoever needs it. */
@@ -64,14 +74,31 @@ int pool_default_threads(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* Chunk c of [0, n) split in `chunks` nearly equal contiguous parts (no overflow). */
-static void run_chunk(PoolFn fn, void *ctx, int64_t n, int chunks, int c)
+/* [first, last) run by thread c, timed into its own trace buffer. */
+static void traced(Pool *p, int c, int64_t first, int64_t last)
 {
-    int64_t q = n / chunks, r = n % chunks;
+    double t0 = clock_seconds();
+    p->fn(p->ctx, first, last);
+    double t1 = clock_seconds();
+    TraceBuf *b = &p->trace[c];
+    if (b->n < b->cap)
+        b->chunk[b->n++] = (PoolChunk){t0, t1, p->tag, c, first, last};
+    else
+        b->dropped++;
+}
+
+/* Chunk c of the job [0, p->n) split in `chunks` nearly equal contiguous parts (no overflow). */
+static void run_chunk(Pool *p, int chunks, int c)
+{
+    int64_t q = p->n / chunks, r = p->n % chunks;
     int64_t begin = q * c + (c < r ? c : r);
     int64_t end = begin + q + (c < r);
-    if (begin < end)
-        fn(ctx, begin, end);
+    if (begin >= end)
+        return;
+    if (p->trace && p->tag >= 0)
+        traced(p, c, begin, end);
+    else
+        p->fn(p->ctx, begin, end);
 }
 
 /* Block until state differs from `seen`; spin first since the next job is usually close. */
@@ -108,7 +135,7 @@ static void *worker_main(void *arg)
         int chunks = (int)(seen & 0xffff);
         if (w->index >= chunks)
             continue; /* not ours: the job's fields may already be the next job's */
-        run_chunk(p->fn, p->ctx, p->n, chunks, w->index);
+        run_chunk(p, chunks, w->index);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
@@ -175,6 +202,9 @@ void pool_free(Pool *p)
         stop_workers(p, p->nthreads - 1);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
+    for (int t = 0; p->trace && t < p->nthreads; t++)
+        free(p->trace[t].chunk);
+    free(p->trace);
     free(p->worker);
     free(p);
 }
@@ -196,16 +226,71 @@ void pool_parallel_for(Pool *p, int64_t n, int64_t grain, PoolFn fn, void *ctx)
         grain = 1;
     int64_t most = n / grain;
     int chunks = (int)(most < pool_threads(p) ? most : pool_threads(p));
-    if (chunks <= 1) {
+    if (chunks <= 1 && !(p && p->trace)) {
         fn(ctx, 0, n); /* not worth waking anyone */
         return;
     }
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
+    if (chunks <= 1) {
+        run_chunk(p, 1, 0); /* alone, but traced */
+        return;
+    }
     atomic_store_explicit(&p->pending, chunks - 1, memory_order_relaxed);
     uint64_t gen = atomic_load_explicit(&p->state, memory_order_relaxed) >> 16;
     publish(p, (gen + 1) << 16 | (uint64_t)chunks);
-    run_chunk(fn, ctx, n, chunks, 0);
+    run_chunk(p, chunks, 0);
     wait_pending(p);
+}
+
+/* ---------------------------------------------------------------- tracing */
+
+static bool trace_alloc(Pool *p, int per_thread)
+{
+    for (int t = 0; t < p->nthreads; t++) {
+        PoolChunk *c = realloc(p->trace[t].chunk, (size_t)per_thread * sizeof *c);
+        if (!c)
+            return false;
+        p->trace[t].chunk = c, p->trace[t].cap = per_thread;
+    }
+    return true;
+}
+
+bool pool_trace_start(Pool *p, int per_thread, Err *e)
+{
+    if (!p->trace) {
+        p->trace = aligned_alloc(64, ((size_t)p->nthreads * sizeof *p->trace + 63) / 64 * 64);
+        if (p->trace)
+            memset(p->trace, 0, (size_t)p->nthreads * sizeof *p->trace);
+        p->tag = -1;
+    }
+    if (!p->trace || !trace_alloc(p, per_thread > 0 ? per_thread : 1)) {
+        err_set(e, ERR_INPUT, "out of memory for the trace buffers of %d threads", p->nthreads);
+        return false;
+    }
+    return true;
+}
+
+void pool_trace_tag(Pool *p, int tag)
+{
+    if (p)
+        p->tag = tag;
+}
+
+int64_t pool_trace_drain(Pool *p, void (*take)(void *ctx, const PoolChunk *c), void *ctx)
+{
+    int64_t dropped = 0;
+    int most = 0;
+    for (int t = 0; p && p->trace && t < p->nthreads; t++) {
+        TraceBuf *b = &p->trace[t];
+        for (int i = 0; i < b->n; i++)
+            take(ctx, &b->chunk[i]);
+        dropped += b->dropped;
+        most = b->cap > most ? b->cap : most;
+        b->n = 0, b->dropped = 0;
+    }
+    if (dropped > 0 && most < INT32_MAX / 2)
+        trace_alloc(p, 2 * most); /* out of memory: the old size stays, and drops go on */
+    return dropped;
 }

@@ -26,4 +26,27 @@ int pool_threads(const Pool *p);
  * One caller at a time, and fn must not call back into the same pool. p NULL: serial. */
 void pool_parallel_for(Pool *p, int64_t n, int64_t grain, PoolFn fn, void *ctx);
 
+/* ---------------------------------------------------------------- tracing */
+
+/* One chunk as a thread ran it (runtime/trace.h turns these into trace events). */
+typedef struct PoolChunk {
+    double start, end;   /* clock_seconds() */
+    int tag;             /* pool_trace_tag's value when it ran (the engine's step) */
+    int thread;          /* 0: the caller, 1..threads-1: the workers */
+    int64_t first, last; /* the iterations [first, last) */
+} PoolChunk;
+
+/* Record every chunk from now on into a buffer per thread, preallocated for `per_thread`
+ * chunks: a thread appends to its own buffer only, so the hot path takes no lock, and a
+ * pool not tracing pays one predictable branch per chunk. False (e set) out of memory. */
+bool pool_trace_start(Pool *p, int per_thread, Err *e);
+/* The tag recorded with the chunks of the jobs that follow; a negative tag: not recorded
+ * (work outside a traced run). Call between jobs, as pool_parallel_for is called. */
+void pool_trace_tag(Pool *p, int tag);
+/* Hand each recorded chunk to take (per thread, in order), then empty the buffers. Call
+ * between jobs (the workers touch their buffers only inside one). A buffer that filled up
+ * dropped chunks: they are counted in the return value, and the buffers are doubled for
+ * the next time. */
+int64_t pool_trace_drain(Pool *p, void (*take)(void *ctx, const PoolChunk *c), void *ctx);
+
 #endif

@@ -1,5 +1,6 @@
 /* summary.c — a model's vital statistics for `coil check`: signature, parameters, and FLOPs
- * per call from a shape-only walk of the graph (the same op_info[].flops the interpreter sums). */
+ * per call from a shape-only walk of the graph (the same op_info[].flops the interpreter sums),
+ * as text or as JSON members. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +45,12 @@ static bool shape_of(const Graph *g, int id, const SymBind *sb, ITensor *t, Err 
     return true;
 }
 
-bool graph_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
+bool graph_node_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
 {
     SymBind none = {0};
     ITensor *shape = calloc((size_t)g->nnode + 1, sizeof *shape);
     ITensor *in = calloc((size_t)g->nnode + 1, sizeof *in); /* no node has more operands */
     bool ok = shape && in;
-    double total = 0;
     if (!ok)
         err_set(e, ERR_INPUT, "out of memory counting FLOPs");
     for (int i = 0; ok && i < g->nnode; i++) {
@@ -59,10 +59,22 @@ bool graph_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
             break;
         for (int j = 0; j < n->nin; j++)
             in[j] = shape[n->in[j]];
-        total += op_info[n->op].flops(n, in, &shape[i]);
+        flops[i] = op_info[n->op].flops(n, in, &shape[i]);
     }
     free(shape);
     free(in);
+    return ok;
+}
+
+bool graph_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
+{
+    double *per_node = malloc(((size_t)g->nnode + 1) * sizeof *per_node), total = 0;
+    bool ok = per_node && graph_node_flops(g, sb, per_node, e);
+    if (!per_node)
+        err_set(e, ERR_INPUT, "out of memory counting FLOPs");
+    for (int i = 0; ok && i < g->nnode; i++)
+        total += per_node[i];
+    free(per_node);
     if (ok)
         *flops = total;
     return ok;
@@ -199,4 +211,94 @@ char *model_param_list(const Graph *g, Err *e)
     }
     fclose(f);
     return text;
+}
+
+/* ---------------------------------------------------------------- the data (JSON) */
+
+void json_type_members(JsonWriter *w, const Graph *g, const Type *t)
+{
+    char buf[128];
+    json_field_string(w, "dtype", dtype_info[t->dt].name);
+    json_key(w, "shape");
+    json_begin_array(w);
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dim[i].syms)
+            json_string(w, dim_fmt(g, t->dim[i], buf, sizeof buf));
+        else
+            json_int(w, t->dim[i].k);
+    }
+    json_end_array(w);
+}
+
+static void json_values(JsonWriter *w, const Graph *g, const char *key, int n, const int *ids,
+                        const char *const *names)
+{
+    json_key(w, key);
+    json_begin_array(w);
+    for (int i = 0; i < n; i++) {
+        const Node *v = &g->node[ids[i]];
+        json_begin_object(w);
+        json_field_string(w, "name", names ? names[i] : node_name(v));
+        json_type_members(w, g, &v->type);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+static void json_params(JsonWriter *w, const Graph *g)
+{
+    ParamStats st = param_stats(g);
+    json_key(w, "parameters");
+    json_begin_object(w);
+    json_field_int(w, "tensors", st.ntensor);
+    json_field_int(w, "values", st.nvalue);
+    json_field_int(w, "bytes", st.nbyte);
+    json_field_int(w, "symbolic", st.nsymbolic);
+    json_end_object(w);
+}
+
+static void json_flops(JsonWriter *w, const Graph *g, const SymBind *sb)
+{
+    json_key(w, "sizes");
+    json_begin_object(w);
+    for (int s = 0; s < g->nsym; s++)
+        if (sb && sb->known[s])
+            json_field_int(w, g->sym[s], sb->val[s]);
+    json_end_object(w);
+    double flops = 0;
+    Err e = {0};
+    if (graph_flops(g, sb, &flops, &e)) {
+        json_field_double(w, "flops", flops);
+        return;
+    }
+    json_key(w, "flops");
+    json_null(w);
+    json_field_string(w, "flops_error", e.msg);
+}
+
+void model_summary_json(JsonWriter *w, const Graph *g, const SymBind *sb)
+{
+    json_field_string(w, "model", g->name);
+    json_values(w, g, "inputs", g->ninput, g->input, NULL);
+    json_values(w, g, "outputs", g->noutput, g->output, g->output_name);
+    json_params(w, g);
+    json_field_int(w, "nodes", g->nnode);
+    json_flops(w, g, sb);
+}
+
+void model_param_list_json(JsonWriter *w, const Graph *g)
+{
+    json_key(w, "params");
+    json_begin_array(w);
+    for (int i = 0; i < g->nnode; i++) {
+        const Node *n = &g->node[i];
+        if (n->op != OP_PARAM)
+            continue;
+        json_begin_object(w);
+        json_field_string(w, "name", node_name(n));
+        json_type_members(w, g, &n->type);
+        json_field_string(w, "init", node_str(n, "init"));
+        json_end_object(w);
+    }
+    json_end_array(w);
 }

@@ -4,11 +4,14 @@
 #define COIL_RUNTIME_SUMMARY_H
 
 #include "ir/ir.h"
+#include "runtime/json.h"
 
 /* The FLOPs of one evaluation of g at the shapes sb gives: the sum of op_info[].flops over
  * the nodes, as the interpreter counts them, without any data. Fails naming the first
  * node whose type has an unbound symbol. Bind symbols with init_symbols (runtime/init.h). */
 bool graph_flops(const Graph *g, const SymBind *sb, double *flops, Err *e);
+/* The same per node: flops[0..g->nnode) (a profile's per-step counts sum its nodes'). */
+bool graph_node_flops(const Graph *g, const SymBind *sb, double *flops, Err *e);
 
 /* Parameter totals (params must have static shapes; symbolic ones are counted in nsymbolic). */
 typedef struct ParamStats {
@@ -23,5 +26,16 @@ ParamStats param_stats(const Graph *g);
 char *model_summary(const Graph *g, const SymBind *sb, Err *e);
 /* One line per parameter, "name: type  init", in graph_params order (malloc'd). */
 char *model_param_list(const Graph *g, Err *e);
+
+/* The same as members of the object w has open (`coil check --json`): "model", "inputs" and
+ * "outputs" ([{name, dtype, shape}]), "parameters" {tensors, values, bytes, symbolic},
+ * "nodes", "sizes" {symbol: value, those sb binds}, "flops" (null, with "flops_error"
+ * saying why, when a symbol is unbound). */
+void model_summary_json(JsonWriter *w, const Graph *g, const SymBind *sb);
+/* "params": [{name, dtype, shape, init}] in graph_params order (init null when none). */
+void model_param_list_json(JsonWriter *w, const Graph *g);
+/* A type as the members "dtype" and "shape": a static dim a number, a symbolic one its
+ * text ("B", "B*T"). */
+void json_type_members(JsonWriter *w, const Graph *g, const Type *t);
 
 #endif

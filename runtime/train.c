@@ -1,4 +1,5 @@
-/* train.c — the training loop: graph, compile, batches, optimizer, progress, checkpoints. */
+/* train.c — the training loop: graph, compile, batches, optimizer, progress (text or JSON
+ * lines), checkpoints, and a trace of the first steps (--trace). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +11,13 @@
 #include "runtime/data.h"
 #include "runtime/fileio.h"
 #include "runtime/init.h"
+#include "runtime/json.h"
 #include "runtime/npy.h"
 #include "runtime/peak.h"
 #include "runtime/pool.h"
 #include "runtime/safetensors.h"
 #include "runtime/summary.h"
+#include "runtime/trace.h"
 #include "runtime/train.h"
 
 #define LOADER_DEPTH 4
@@ -113,6 +116,7 @@ typedef struct Run {
     Saved saved;
     int64_t bad;         /* steps in a row that went wrong (count_divergence) */
     double bad_loss, bad_norm; /* the last such step's */
+    Trace *trace;        /* o->trace: the joint graph's runs, until o->trace_steps */
 } Run;
 
 /* The process's resident set now (/proc/self/statm), 0 when unknown. */
@@ -145,6 +149,7 @@ static void run_free(Run *r)
     optim_free(r->opt);
     loader_free(r->loader);
     compiled_free(r->c);
+    trace_free(r->trace); /* after the engine that records into it */
     graph_free(r->joint);
     safetensors_free(&r->ck);
     dir_unlock(&r->lock);
@@ -302,7 +307,7 @@ static bool setup(Run *r, const Graph *model, Err *e)
     /* compiled first: the resident memory after it is the baseline the training state's
      * (parameters, gradients, optimizer state, activations) is measured from */
     CompileOptions co = o->compile;
-    co.optimised = true;
+    co.optimised = true, co.trace = r->trace;
     bool ok = graph_flops(g, &r->sb, &r->hflops, e) && (r->c = compile_graph(g, &co, e)) != NULL;
     r->rss0 = resident_bytes();
     return ok &&
@@ -646,6 +651,39 @@ static bool per_token(const Run *r)
     return r->targets_at >= 0 && r->inputs[r->targets_at].rank >= 2;
 }
 
+/* x to `digits` decimals: timings and rates are noise past those, and a line of full
+ * 17-digit doubles is hard to read; not finite stays as it is (written as null). */
+static double rounded(double x, int digits)
+{
+    double scale = pow(10, digits);
+    return isfinite(x * scale) ? round(x * scale) / scale : x;
+}
+
+/* A progress line as one JSON object (JSON lines): through JsonWriter, so a diverging
+ * run's NaN loss or gradient norm is null with a "_nonfinite" sibling, never "-nan". The
+ * loss, lr and norm are written exactly (runs are compared step by step). */
+static void progress_json(const Run *r, double loss, double lr, double norm, double dt,
+                          int64_t tokens, double gflops, double mfu, double hfu,
+                          const TrainResult *res)
+{
+    JsonWriter w;
+    json_writer_init(&w, r->o->out);
+    json_begin_object(&w);
+    json_field_int(&w, "step", r->step);
+    json_field_double(&w, "loss", loss);
+    json_field_double(&w, "lr", lr);
+    json_field_double(&w, "grad_norm", norm);
+    json_field_double(&w, "step_ms", rounded(dt * 1e3, 3));
+    json_field_double(&w, "tokens_per_s", rounded((double)tokens / dt, 1));
+    json_field_double(&w, "gflops", rounded(gflops, 2));
+    json_field_double(&w, "mfu", rounded(mfu, 4));
+    json_field_double(&w, "hfu", rounded(hfu, 4));
+    json_field_int(&w, "planned_bytes", res->planned_bytes);
+    json_field_int(&w, "skipped", res->skipped);
+    json_end_object(&w);
+    json_writer_done(&w); /* a full disk shows when the run's output is read, as printf's */
+}
+
 static void progress(Run *r, double loss, double lr, double norm, double dt, int64_t tokens,
                      const TrainResult *res)
 {
@@ -653,11 +691,7 @@ static void progress(Run *r, double loss, double lr, double norm, double dt, int
     double gflops = r->flops * (double)o->accum / dt * 1e-9, mfu = r->peak > 0 ? gflops / r->peak : 0;
     double hfu = r->peak > 0 ? r->hflops * (double)o->accum / dt * 1e-9 / r->peak : 0;
     if (o->json)
-        fprintf(o->out, "{\"step\": %lld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
-                "\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"mfu\": %.4f, \"hfu\": %.4f, "
-                "\"planned_bytes\": %lld, \"skipped\": %lld}\n", (long long)r->step, loss, lr,
-                norm, dt * 1e3, (double)tokens / dt, gflops, mfu, hfu, (long long)res->planned_bytes,
-                (long long)res->skipped);
+        progress_json(r, loss, lr, norm, dt, tokens, gflops, mfu, hfu, res);
     else
         fprintf(o->out, "step %5lld/%lld  loss %.4f  lr %.2e  grad-norm %.3f  %.0f %s/s  "
                 "%.1f GFLOP/s  MFU %.1f%%  HFU %.1f%%  mem %.1f MiB%s\n", (long long)r->step,
@@ -818,13 +852,43 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
     return ok && r->loader;
 }
 
+/* A GPU's training runs are resident (cuda_engine_run_resident), which compiled.c's
+ * tracing of compiled_run does not see: refused rather than a trace with no steps. */
+static bool check_trace(const TrainOptions *o, Err *e)
+{
+    bool gpu = o->compile.device && strcmp(o->compile.device, "cuda") == 0;
+    if (o->trace && gpu)
+        err_set(e, ERR_USAGE, "--trace %s: not yet for --device cuda (its training steps run "
+                "resident on the GPU, untraced): trace the same run on the CPU, or a model's "
+                "forward on the GPU with coil bench --device cuda --trace FILE", o->trace);
+    return !(o->trace && gpu);
+}
+
+/* After the first o->trace_steps steps: nothing more recorded (the pool's chunks stop
+ * too: the engine no longer tags its jobs). */
+static bool trace_enough(Run *r, const TrainResult *res, Err *e)
+{
+    const TrainOptions *o = r->o;
+    if (!r->trace || o->trace_steps <= 0 || res->steps != o->trace_steps || !r->c->en)
+        return true;
+    return engine_set_trace(r->c->en, NULL, e);
+}
+
+/* The trace written while its programs are alive (it names their steps from them). */
+static bool write_trace(const Run *r, TrainResult *res, Err *e)
+{
+    res->trace_events = trace_events(r->trace);
+    return trace_write(r->trace, r->o->trace, e);
+}
+
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err *e)
 {
     Run r = {.o = o, .lock = {-1}};
     *res = (TrainResult){0};
     uint64_t data_pos = 0;
     /* the directory first: a second writer fails before compiling anything */
-    bool ok = (!o->save || claim_save_dir(&r, e)) && (!o->resume || open_checkpoint(&r, e)) &&
+    bool ok = check_trace(o, e) && (!o->trace || (r.trace = trace_new(e)) != NULL) &&
+              (!o->save || claim_save_dir(&r, e)) && (!o->resume || open_checkpoint(&r, e)) &&
               setup(&r, model, e) && (!o->resume || load_checkpoint(&r, &data_pos, e));
     if (ok && o->data) {
         int64_t dims[COIL_MAX_RANK];
@@ -846,7 +910,7 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     res->flops_per_step = r.flops * (double)o->accum;
     res->hflops_per_step = r.hflops * (double)o->accum;
     while (ok && r.step < o->steps) {
-        ok = step_once(&r, res, e) && check_diverged(&r, false, e);
+        ok = step_once(&r, res, e) && trace_enough(&r, res, e) && check_diverged(&r, false, e);
         /* not in the middle of a bad stretch: the last good checkpoint stays */
         if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
             ok = save_checkpoint(&r, e);
@@ -854,6 +918,8 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     ok = ok && check_diverged(&r, true, e);
     if (ok && o->save)
         ok = save_checkpoint(&r, e);
+    if (ok && r.trace)
+        ok = write_trace(&r, res, e);
     res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;
     double per_s = res->seconds > 0 && r.peak > 0 ? (double)res->steps / res->seconds * 1e-9 / r.peak : 0;
     res->mfu = res->flops_per_step * per_s, res->hfu = res->hflops_per_step * per_s;

@@ -48,6 +48,11 @@ typedef struct TrainOptions {
     double peak_gflops;        /* the device's peak for MFU (0: measured) */
     double bandwidth_gbs;      /* coil plan: the device's memory bandwidth (0: measured) */
     CompileOptions compile;
+    const char *trace;         /* a Chrome/Perfetto trace of the joint graph's runs (forward
+                                  and backward steps by layer; the CPU's optimizer is no
+                                  program) written here at the end; the CPU only so far */
+    int64_t trace_steps;       /* with trace: this run's first N steps only, so a long
+                                  run's trace stays bounded (0: every step) */
     FILE *out;                 /* progress lines (stdout) */
 } TrainOptions;
 
@@ -63,6 +68,7 @@ typedef struct TrainResult {
     int64_t planned_bytes;     /* the engine's plan: activations, parameters, inputs, outputs */
     int64_t measured_bytes;    /* resident memory the training added after compiling */
     double tail[TRAIN_TAIL];   /* the last steps' losses, a ring */
+    int64_t trace_events;      /* o->trace: the events written */
 } TrainResult;
 
 /* The model's training graph: its loss alone, as a scalar output "loss" (with input

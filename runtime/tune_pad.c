@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "include/coil/coil.h"
+#include "ir/log.h"
 #include "passes/passes.h"
 #include "runtime/compiled.h"
 #include "runtime/init.h"
@@ -112,7 +113,8 @@ static bool probe_make(Probe *p, const Graph *g, int node, const SymBind *sb, in
                        const CompileOptions *o, Err *e)
 {
     CompileOptions plain = {.threads = o->threads, .cpu = o->cpu, .device = o->device,
-                            .cuda = o->cuda};
+                            .cuda = o->cuda, .no_debug_dir = true}; /* the model's compile
+                                                    writes its stages, not each probe's */
     plain.profile = true; /* on a GPU, its time from the engine's events (probe_run) */
     Graph *alone = probe_graph(g, node, e);
     Graph *padded = alone ? pass_pad_gemm(alone, multiple, NULL, NULL, e) : NULL;
@@ -191,6 +193,10 @@ static bool decide_pad(const Graph *g, int node, const SymBind *sb, int multiple
     }
     tune_point_text(&sp, &res.best, choice, sizeof choice);
     *pad = res.best.at[0] == 1;
+    if (ok)
+        coil_log(LOG_INFO, "autotune pad matmul %%%d: %s (%.1f us, unpadded %.1f us)%s", node,
+                 *pad ? "padded" : "kept as it is", res.best_s * 1e6, res.default_s * 1e6,
+                 cached ? ", from the cache" : "");
     if (ok && !cached)
         ok = tune_cache_put(cache, key, choice, res.best_s, res.default_s);
     TuneKernelReport *k = ok && o->tune_report ? tune_report_add(o->tune_report) : NULL;

@@ -1,7 +1,8 @@
 /* bench.c — `coil bench`: compile a model, then time it in this process: warm-up runs,
  * then the median (and min, max) of timed runs; throughput, GFLOP/s from the model's FLOP
  * count, the fraction of the FMA peak measured on the same threads, planned memory and
- * the process's peak resident set. --json gives what bench/run.sh reads. */
+ * the process's peak resident set. --json gives what bench/run.sh reads; --profile each
+ * step's time under the layer it computes; --trace every run as a Chrome/Perfetto trace. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -11,7 +12,21 @@
 #include "runtime/peak.h"
 #include "runtime/pool.h"
 #include "runtime/summary.h"
+#include "runtime/trace.h"
 #include "tools/cli.h"
+
+/* --profile: every step's time per run, slowest first, named by its layer. */
+typedef struct ProfileRow {
+    int step;
+    double seconds; /* per run */
+} ProfileRow;
+
+typedef struct Profile {
+    StepTable *steps; /* names, FLOPs and bytes (at the runs' sizes) */
+    ProfileRow *row;  /* every step, slowest first */
+    int n;
+    double seconds;   /* a whole run: the steps' sum */
+} Profile;
 
 typedef struct Figures {
     int64_t batch, threads, runs, warmup;
@@ -25,6 +40,8 @@ typedef struct Figures {
     double tune_s;             /* max-autotune: seconds the tuning run spent tuning */
     double default_median_s;   /* max-autotune: the same runs with the heuristics' kernels */
     char gpu_name[256];
+    Profile prof;              /* --profile */
+    int64_t trace_events;      /* --trace: events written */
 } Figures;
 
 static int cmp_double(const void *a, const void *b)
@@ -110,7 +127,9 @@ static int64_t batch_of(const Prepared *r)
     return r->g->ninput && r->inputs[0].rank ? r->inputs[0].shape[0] : 1;
 }
 
-static void print_text_report(const Prepared *r, const Figures *f)
+static void print_profile(const Profile *pr);
+
+static void print_text_report(const Prepared *r, const Figures *f, const Args *a)
 {
     double gflops = f->flops / f->median_s * 1e-9;
     if (f->device)
@@ -144,65 +163,136 @@ static void print_text_report(const Prepared *r, const Figures *f)
     else
         printf("gemms     %d generated, %d %s\n", f->gemms.gemm_generated, f->gemms.gemm_blas,
                gemm_blas_name());
+    if (a->trace)
+        printf("trace     %lld events in %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+               (long long)f->trace_events, a->trace);
+    if (f->prof.row)
+        print_profile(&f->prof);
 }
 
-static void print_json_report(const Prepared *r, const Figures *f)
+/* The ten slowest steps, after the model's figures. */
+static void print_profile(const Profile *pr)
+{
+    printf("profile   %.3f ms per run in %d steps; the slowest:\n", pr->seconds * 1e3, pr->n);
+    for (int i = 0; i < pr->n && i < 10; i++) {
+        const ProfileRow *r = &pr->row[i];
+        const StepInfo *info = &pr->steps->step[r->step];
+        printf("  step %-4d %9.3f ms %5.1f%% %8.1f GFLOP/s  %s\n", r->step, r->seconds * 1e3,
+               pr->seconds > 0 ? 100 * r->seconds / pr->seconds : 0.0,
+               r->seconds > 0 ? info->flops / r->seconds * 1e-9 : 0.0, info->name);
+    }
+}
+
+/* The profile as JSON: every step, slowest first. */
+static void json_profile(JsonWriter *w, const Profile *pr)
+{
+    json_key(w, "profile");
+    json_begin_array(w);
+    for (int i = 0; i < pr->n; i++) {
+        const ProfileRow *r = &pr->row[i];
+        const StepInfo *info = &pr->steps->step[r->step];
+        json_begin_object(w);
+        json_field_int(w, "step", r->step);
+        json_field_string(w, "name", info->name);
+        json_field_string(w, "layer", info->layer);
+        json_field_string(w, "kind", info->kind);
+        json_field_string(w, "kernel", info->kernel);
+        json_field_string(w, "source", info->source);
+        json_field_double(w, "ms", r->seconds * 1e3);
+        json_field_double(w, "share", pr->seconds > 0 ? r->seconds / pr->seconds : 0);
+        json_field_double(w, "flops", info->flops);
+        json_field_int(w, "bytes", info->bytes);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+static bool print_json_report(const Prepared *r, const Figures *f, const Args *a)
 {
     double gflops = f->flops / f->median_s * 1e-9;
-    printf("{\"engine\": \"coil\", \"device\": ");
-    json_write_string(stdout, f->device ? f->device : "cpu");
-    printf(", \"model\": ");
-    json_write_string(stdout, r->g->name);
-    printf(", \"dtype\": \"%s\", \"batch\": %lld, \"threads\": %lld, \"compile_s\": %.6f, "
-           "\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"runs\": %lld, "
-           "\"warmup\": %lld, \"samples_per_s\": %.4f, \"flops\": %.6g, \"gflops\": %.4f, "
-           "\"peak_gflops\": %.4f, \"peak_fraction\": %.6f, \"peak_memory_bytes\": %lld, "
-           "\"planned_bytes\": %lld, \"isa\": \"%s\", \"gemm_generated\": %d, \"gemm_blas\": %d, "
-           "\"gemm_cublas\": %d, \"gemm_cublaslt\": %d, \"cuda_graph\": %s, \"mode\": \"%s\", "
-           "\"tune_s\": %.3f, \"default_median_ms\": %.6f}\n",
-           f->dtype, (long long)f->batch, (long long)f->threads, f->compile_s, f->median_s * 1e3,
-           f->min_s * 1e3, f->max_s * 1e3, (long long)f->runs, (long long)f->warmup,
-           (double)f->batch / f->median_s, f->flops, gflops, f->peak_gflops,
-           f->peak_gflops > 0 ? gflops / f->peak_gflops : 0.0, (long long)f->rss_bytes,
-           (long long)f->planned_bytes, f->device ? "cuda" : peak_isa(), f->gemms.gemm_generated,
-           f->gemms.gemm_blas, f->gpu.gemm_cublas, f->gpu.gemm_lt,
-           f->gpu.graph_replays ? "true" : "false", compile_mode_name(f->mode), f->tune_s,
-           f->default_median_s * 1e3);
+    JsonWriter w;
+    json_writer_init(&w, stdout);
+    json_begin_object(&w);
+    json_field_string(&w, "engine", "coil");
+    json_field_string(&w, "device", f->device ? f->device : "cpu");
+    json_field_string(&w, "model", r->g->name);
+    json_field_string(&w, "dtype", f->dtype);
+    json_field_int(&w, "batch", f->batch);
+    json_field_int(&w, "threads", f->threads);
+    json_field_double(&w, "compile_s", f->compile_s);
+    json_field_double(&w, "median_ms", f->median_s * 1e3);
+    json_field_double(&w, "min_ms", f->min_s * 1e3);
+    json_field_double(&w, "max_ms", f->max_s * 1e3);
+    json_field_int(&w, "runs", f->runs);
+    json_field_int(&w, "warmup", f->warmup);
+    json_field_double(&w, "samples_per_s", (double)f->batch / f->median_s);
+    json_field_double(&w, "flops", f->flops);
+    json_field_double(&w, "gflops", gflops);
+    json_field_double(&w, "peak_gflops", f->peak_gflops);
+    json_field_double(&w, "peak_fraction", f->peak_gflops > 0 ? gflops / f->peak_gflops : 0.0);
+    json_field_int(&w, "peak_memory_bytes", f->rss_bytes);
+    json_field_int(&w, "planned_bytes", f->planned_bytes);
+    json_field_string(&w, "isa", f->device ? "cuda" : peak_isa());
+    json_field_int(&w, "gemm_generated", f->gemms.gemm_generated);
+    json_field_int(&w, "gemm_blas", f->gemms.gemm_blas);
+    json_field_int(&w, "gemm_cublas", f->gpu.gemm_cublas);
+    json_field_int(&w, "gemm_cublaslt", f->gpu.gemm_lt);
+    json_field_bool(&w, "cuda_graph", f->gpu.graph_replays > 0);
+    json_field_string(&w, "mode", compile_mode_name(f->mode));
+    json_field_double(&w, "tune_s", f->tune_s);
+    json_field_double(&w, "default_median_ms", f->default_median_s * 1e3);
+    if (a->trace) {
+        json_field_string(&w, "trace", a->trace);
+        json_field_int(&w, "trace_events", f->trace_events);
+    }
+    if (f->prof.row)
+        json_profile(&w, &f->prof);
+    json_end_object(&w);
+    return json_writer_done(&w);
 }
 
-/* Each step's share of the time, slowest first (the ten slowest). */
-static void print_profile(const Compiled *c, const Figures *f)
+/* Each step's time per run (the profile's sums over every run, warm-up included), named
+ * by runtime/trace.h's step table, slowest first. */
+static bool collect_profile(const Compiled *c, const Figures *f, Profile *pr, Err *e)
 {
     const double *t = compiled_step_seconds(c);
-    int n = c->p->nstep, order[n > 0 ? n : 1];
-    double total = 0;
+    const SymBind *sb = c->cu ? cuda_engine_symbols(c->cu) : engine_symbols(c->en);
+    int n = c->p->nstep;
+    double runs = (double)(f->runs + f->warmup);
+    pr->steps = step_table_new(c->p, e);
+    pr->row = calloc((size_t)n + 1, sizeof *pr->row);
+    if (!pr->steps || !pr->row || !sb || !step_table_size(pr->steps, sb, e)) {
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "out of memory profiling");
+        return false;
+    }
     for (int s = 0; s < n; s++) {
-        order[s] = s;
-        total += t[s];
+        pr->row[s] = (ProfileRow){s, t[s] / runs};
+        pr->seconds += t[s] / runs;
     }
     for (int i = 0; i < n; i++) /* insertion sort: steps are few */
-        for (int j = i; j > 0 && t[order[j]] > t[order[j - 1]]; j--) {
-            int tmp = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = tmp;
+        for (int j = i; j > 0 && pr->row[j].seconds > pr->row[j - 1].seconds; j--) {
+            ProfileRow tmp = pr->row[j];
+            pr->row[j] = pr->row[j - 1];
+            pr->row[j - 1] = tmp;
         }
-    int64_t runs = f->runs + f->warmup;
-    printf("profile   %.3f ms per run in %d steps; the slowest:\n", total / (double)runs * 1e3, n);
-    for (int i = 0; i < n && i < 10; i++) {
-        const Step *st = &c->p->step[order[i]];
-        const char *name = st->kind == STEP_KERNEL      ? c->p->kernel[st->kernel].name
-                           : st->kind == STEP_ATTENTION ? "attention"
-                                                        : "gemm";
-        printf("  step %-4d %-24s %8.3f ms  %5.1f%%\n", order[i], name,
-               t[order[i]] / (double)runs * 1e3, 100 * t[order[i]] / total);
-    }
+    pr->n = n;
+    return true;
 }
 
-static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
+static void profile_free(Profile *pr)
+{
+    step_table_free(pr->steps);
+    free(pr->row);
+}
+
+/* Compile (recording every run into trace, when given), time, and keep the figures. */
+static bool measure(const Prepared *r, const Args *a, Trace *trace, Figures *f, Err *e)
 {
     CompileOptions co = compile_options(a, (int)f->threads);
     co.tune_sizes = &r->sb;
     co.profile = a->profile;
+    co.trace = trace;
     double t0 = clock_seconds();
     Compiled *c = prepared_compile(r, &co, e);
     f->compile_s = clock_seconds() - t0;
@@ -217,10 +307,23 @@ static bool measure(const Prepared *r, const Args *a, Figures *f, Err *e)
     }
     if (mp)
         f->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes;
-    if (ok && a->profile && !a->json)
-        print_profile(c, f);
+    if (ok && a->profile)
+        ok = collect_profile(c, f, &f->prof, e);
+    if (ok && trace) {
+        f->trace_events = trace_events(trace);
+        ok = trace_write(trace, a->trace, e);
+    }
     compiled_free(c);
     f->rss_bytes = peak_rss();
+    return ok;
+}
+
+/* The run, traced into a->trace when asked. */
+static bool measure_traced(const Prepared *r, const Args *a, Figures *f, Err *e)
+{
+    Trace *trace = a->trace ? trace_new(e) : NULL;
+    bool ok = (!a->trace || trace) && measure(r, a, trace, f, e);
+    trace_free(trace);
     return ok;
 }
 
@@ -236,6 +339,7 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
         {"--device", .value = &a->device},   {"--cuda-graphs", .on = &a->graphs},
         {"--allow-tf32", .on = &a->tf32},    {"--mode", .value = &a->mode},
         {"--cache", .value = &a->cache},     {"--dtype", .value = &a->dtype},
+        {"--trace", .value = &a->trace},
     };
     SymSize sizes[argc + 2];
     Figures f = {0};
@@ -273,12 +377,13 @@ int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
     if (ok && !f.peak_gflops && !device_is_cuda(a)) /* a GPU's peak: --peak (dtype-dependent) */
         f.peak_gflops = peak_fma_gflops((int)f.threads, 0.2);
     f.batch = ok ? batch_of(&r) : 0;
-    ok = ok && measure(&r, a, &f, &e);
-    if (ok && a->json)
-        print_json_report(&r, &f);
-    else if (ok)
-        print_text_report(&r, &f);
+    ok = ok && measure_traced(&r, a, &f, &e);
+    if (ok && a->json && !print_json_report(&r, &f, a))
+        ok = false, err_set(&e, ERR_INPUT, "cannot write the JSON report to stdout");
+    if (ok && !a->json)
+        print_text_report(&r, &f, a);
     rc = ok ? EXIT_OK : cli_fail(&e);
+    profile_free(&f.prof);
     prepared_free(&r);
     return rc;
 }

@@ -33,9 +33,31 @@ int usage_error(const Command *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+/* The commands that compile a model, which all take --debug-dir (see parse_args). */
+static bool compiles(const Command *cmd)
+{
+    static const char *const names[] = {"run", "bench", "compile", "check", "autotune", "train",
+                                        "plan"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(cmd->name, names[i]) == 0)
+            return true;
+    return false;
+}
+
 int help(const Command *cmd)
 {
     printf("coil %s — %s\n\n%s", cmd->name, cmd->summary, cmd->usage);
+    if (compiles(cmd))
+        printf("\ncompiler diagnostics (every command that compiles):\n"
+               "  --debug-dir DIR        write every stage of the compile into DIR/NNN-<graph>/,\n"
+               "                         numbered in order: the IR as given and after each pass,\n"
+               "                         the fusion plan (text and .dot), the loop IR, the LLVM\n"
+               "                         IR before and after O3 (or the CUDA C), the memory plan,\n"
+               "                         the autotuner's report and the compile-time breakdown\n"
+               "                         (the same as COIL_DEBUG_DIR=DIR)\n"
+               "  COIL_LOG=info|debug    (environment) what the compiler decides and why, on\n"
+               "                         stderr: each pass's time, fusion refusals, cuBLASLt\n"
+               "                         epilogues, autotuner candidates, the memory plan\n");
     return EXIT_OK;
 }
 
@@ -85,12 +107,38 @@ static int parse_flag(const Command *cmd, const Flag *flags, int nflags, int arg
     return unknown_option(cmd, arg);
 }
 
+/* --debug-dir DIR (or =DIR), for every command that compiles: the compiler reads it as
+ * COIL_DEBUG_DIR (ir/debug_dir.h), so it reaches every compile the command makes (training
+ * compiles several) without a field in each command's options. */
+static int debug_dir_flag(const Command *cmd, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i], *value = NULL;
+    size_t n = strlen("--debug-dir");
+    if (arg[n] == '=')
+        value = arg + n + 1;
+    else if (*i + 1 < argc)
+        value = argv[++*i];
+    if (!value || !*value)
+        return usage_error(cmd, "--debug-dir needs a directory");
+    if (setenv("COIL_DEBUG_DIR", value, 1) != 0)
+        return usage_error(cmd, "--debug-dir %s: %s", value, strerror(errno));
+    return EXIT_OK;
+}
+
+static bool is_debug_dir(const Command *cmd, const char *arg)
+{
+    size_t n = strlen("--debug-dir");
+    return strncmp(arg, "--debug-dir", n) == 0 && (arg[n] == 0 || arg[n] == '=') && compiles(cmd);
+}
+
 int parse_args(const Command *cmd, const Flag *flags, int nflags, int argc, char **argv, Args *a)
 {
     for (int i = 0; i < argc; i++) {
         int rc = EXIT_OK;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             a->help = true;
+        else if (is_debug_dir(cmd, argv[i]))
+            rc = debug_dir_flag(cmd, argc, argv, &i);
         else if (argv[i][0] == '-' && argv[i][1] != 0)
             rc = parse_flag(cmd, flags, nflags, argc, argv, &i);
         else if (a->model)
@@ -185,6 +233,15 @@ int check_model_args(const Command *cmd, const Args *a, SymSize *sizes)
     if (rc == EXIT_OK)
         rc = parse_dims(cmd, &a->dim, sizes);
     return rc;
+}
+
+int check_dim_sizes(const Command *cmd, const SymSize *sizes, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (sizes[i].value < 1)
+            return usage_error(cmd, "--dim %s=%lld: a size must be at least 1", sizes[i].name,
+                               (long long)sizes[i].value);
+    return EXIT_OK;
 }
 
 int parse_positive(const Command *cmd, const char *flag, const char *value, const char *unit,

@@ -35,7 +35,8 @@ struct Args {
     const char *model;
     bool help, interp, params, train, all, no_fusion, json, blas, profile, graphs, tf32;
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
-        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report, *rng_step, *dtype;
+        *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report, *rng_step, *dtype,
+        *trace;
     List input, set, dim; /* "NAME=VALUE" strings */
 };
 
@@ -60,6 +61,9 @@ bool parse_u64(const char *s, uint64_t *out);
 /* --set and --dim pairs and --dtype checked, then the dims' sizes parsed into
  * sizes[a->dim.n]. */
 int check_model_args(const Command *cmd, const Args *a, SymSize *sizes);
+/* Every size in sizes[0..n) at least 1 (a training step, or its plan, of no samples has
+ * nothing to learn from): else a usage error naming the dimension ("--dim B=0"). */
+int check_dim_sizes(const Command *cmd, const SymSize *sizes, int n);
 /* A positive count flag (--threads, --runs): def when absent. */
 int parse_count(const Command *cmd, const char *flag, const char *value, int64_t def,
                 int64_t *out);

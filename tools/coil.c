@@ -9,6 +9,8 @@
 #include "ir/dot.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
+#include "runtime/fileio.h"
+#include "runtime/json.h"
 #include "runtime/summary.h"
 #include "tools/cli.h"
 
@@ -42,17 +44,41 @@ static bool is_codegen_stage(const char *s)
     return s && (strcmp(s, codegen_stage[0]) == 0 || strcmp(s, codegen_stage[1]) == 0);
 }
 
-/* What `coil dump` prints and when: after one pass, after every pass, or at the end. */
+/* What `coil dump` prints and when: after one pass, after every pass, or at the end;
+ * to stdout, or with --all --out DIR one file per stage. */
 typedef struct DumpPlan {
-    bool dot, all;
+    bool dot, all, flat;
     const char *after; /* a pass name, or NULL */
+    const char *dir;   /* --out: the stages' directory, or NULL */
+    int nfile;         /* files written to dir, which numbers the next */
     bool printed;
     int rc;
 } DumpPlan;
 
-static int print_as(const Graph *g, bool dot)
+/* A graph as text: IR, every node (--all-nodes), or the picture with blocks. */
+static char *graph_text(const Graph *g, const DumpPlan *p)
 {
-    return dot ? print_text(ir_dot(g), "graph") : print_graph(g);
+    return !p->dot ? ir_print(g) : p->flat ? ir_dot(g) : ir_dot_blocks(g);
+}
+
+/* Stage `name` as DIR/NN-name.{cir,dot}, written whole or not at all. Takes text. */
+static int write_stage(DumpPlan *p, const char *name, char *text)
+{
+    char path[FILEIO_PATH];
+    Err e = {0};
+    snprintf(path, sizeof path, "%s/%02d-%s.%s", p->dir, p->nfile++, name, p->dot ? "dot" : "cir");
+    if (!text)
+        return print_text(NULL, name);
+    bool ok = file_write_atomic(path, text, strlen(text), &e);
+    free(text);
+    if (ok)
+        printf("wrote %s\n", path);
+    return ok ? EXIT_OK : cli_fail(&e);
+}
+
+static int print_as(const Graph *g, const DumpPlan *p)
+{
+    return print_text(graph_text(g, p), "graph");
 }
 
 /* `--all` marks each graph with the pass that made it; `--after` stops at its pass. */
@@ -61,9 +87,15 @@ static bool dump_after_pass(const Graph *g, const Pass *pass, void *ctx)
     DumpPlan *p = ctx;
     if (p->after && strcmp(pass->name, p->after) != 0)
         return true;
-    if (p->all)
-        printf("// after %s\n", pass->name); /* a comment in IR text and in dot */
-    p->rc = print_as(g, p->dot);
+    if (p->dir) {
+        char name[64];
+        snprintf(name, sizeof name, "after-%s", pass->name);
+        p->rc = write_stage(p, name, graph_text(g, p));
+    } else {
+        if (p->all)
+            printf("// after %s\n", pass->name); /* a comment in IR text */
+        p->rc = print_as(g, p);
+    }
     p->printed = true;
     return p->all && p->rc == EXIT_OK;
 }
@@ -88,28 +120,53 @@ static int check_dump_args(const Command *cmd, const Args *a, const char *list, 
         rc = usage_error(cmd, "--format %s: expected text or dot", a->format);
     if (rc == EXIT_OK && a->after && a->all)
         rc = usage_error(cmd, "--after and --all: give one of them");
-    if (rc == EXIT_OK && stage && p->dot)
-        rc = usage_error(cmd, "--after %s prints text only", a->after);
+    if (rc == EXIT_OK && a->after && strcmp(a->after, "lower") == 0 && p->dot)
+        rc = usage_error(cmd, "--after lower prints text only (the fusion plan has a picture: "
+                         "--after=fuse --format=dot)");
     if (rc == EXIT_OK && a->after && !stage && !pass_find(a->after, strlen(a->after)))
         rc = usage_error(cmd, "--after %s: no such pass or stage (the stages after the passes: "
                          "fuse, lower)", a->after);
     if (rc == EXIT_OK && a->after && !stage && !list_has(list, a->after))
         rc = usage_error(cmd, "--after %s: the pass is not in the pipeline '%s'", a->after, list);
+    if (rc == EXIT_OK && a->all && p->dot && !a->out)
+        rc = usage_error(cmd, "--all --format=dot: give --out DIR for one file per stage (one "
+                         "stream of several digraphs is not a picture)");
+    if (rc == EXIT_OK && a->out && !a->all)
+        rc = usage_error(cmd, "--out DIR applies to --all (one file per stage)");
+    if (rc == EXIT_OK && p->flat && !p->dot)
+        rc = usage_error(cmd, "--all-nodes applies to --format=dot");
     return rc;
 }
 
 /* --after=fuse: the graph the plan is made for, then the plan lowering used (after any
- * node it split off) as comments, so the output still reads back as IR; --after=lower:
- * the loop IR. */
-static int dump_stage(const Args *a, const Graph *g, Err *e)
+ * node it split off) as comments, so the output still reads back as IR; with dot its
+ * picture (a box per kernel); --after=lower: the loop IR. With a directory (--all --out)
+ * the plan is the last stage's file. */
+static int dump_stage(DumpPlan *dp, const Args *a, const Graph *g, Err *e)
 {
     Fusion f = {0};
-    bool fuse = strcmp(a->after, "fuse") == 0;
+    bool fuse = !a->after || strcmp(a->after, "fuse") == 0;
     LowerOptions lo = {.no_fusion = a->no_fusion, .plan = fuse ? &f : NULL};
     Program *p = loop_lower(g, &lo, e);
-    int rc = !p ? cli_fail(e) : fuse ? print_graph(g) : print_text(loop_print(p), "loop IR");
-    if (p && fuse && rc == EXIT_OK)
-        rc = print_text(fuse_print(g, &f), "fusion plan");
+    int rc;
+    if (!p)
+        rc = cli_fail(e);
+    else if (!fuse)
+        rc = print_text(loop_print(p), "loop IR");
+    else if (dp->dot)
+        rc = dp->dir ? write_stage(dp, "fusion-plan", fuse_dot(g, &f, p))
+                     : print_text(fuse_dot(g, &f, p), "fusion plan");
+    else if (dp->dir) {
+        char *ir = ir_print(g), *plan = fuse_print(g, &f), *both = NULL;
+        if (ir && plan && asprintf(&both, "%s%s", ir, plan) < 0)
+            both = NULL;
+        free(ir), free(plan);
+        rc = write_stage(dp, "fusion-plan", both);
+    } else {
+        rc = print_graph(g);
+        if (rc == EXIT_OK)
+            rc = print_text(fuse_print(g, &f), "fusion plan");
+    }
     fuse_free(&f);
     program_free(p);
     return rc;
@@ -117,12 +174,13 @@ static int dump_stage(const Args *a, const Graph *g, Err *e)
 
 static int cmd_dump(const Command *cmd, Args *a, int argc, char **argv)
 {
+    DumpPlan plan = {0};
     const Flag flags[] = {{"--set", .list = &a->set},        {"--passes", .value = &a->passes},
                           {"--format", .value = &a->format}, {"--after", .value = &a->after},
                           {"--all", .on = &a->all},          {"--train", .on = &a->train},
                           {"--no-fusion", .on = &a->no_fusion},
-                          {"--dtype", .value = &a->dtype}};
-    DumpPlan plan = {0};
+                          {"--dtype", .value = &a->dtype},   {"--out", .value = &a->out},
+                          {"--all-nodes", .on = &plan.flat}};
     int rc = parse_args(cmd, flags, sizeof flags / sizeof *flags, argc, argv, a);
     bool stage = is_codegen_stage(a->after);
     const char *list = a->passes ? a->passes : a->after || a->all ? pass_pipeline : "";
@@ -132,15 +190,22 @@ static int cmd_dump(const Command *cmd, Args *a, int argc, char **argv)
         return rc != EXIT_OK ? rc : help(cmd);
     plan.all = a->all;
     plan.after = stage ? NULL : a->after;
+    plan.dir = a->out;
     Err e = {0};
     Graph *g = load_model(a, 0, &e);
     bool hooked = a->all || plan.after;
-    if (!g || !run_passes_with(&g, list, hooked ? dump_after_pass : NULL, &plan, &e))
+    if (g && plan.dir && !make_dir(plan.dir, "--out", &e))
         rc = cli_fail(&e);
-    else if (stage)
-        rc = dump_stage(a, g, &e);
+    else if (g && plan.dir && (rc = write_stage(&plan, "input", graph_text(g, &plan))) != EXIT_OK)
+        ;
+    else if (!g || !run_passes_with(&g, list, hooked ? dump_after_pass : NULL, &plan, &e))
+        rc = cli_fail(&e);
+    else if (plan.printed && plan.rc != EXIT_OK)
+        rc = plan.rc;
+    else if (stage || plan.dir)
+        rc = dump_stage(&plan, a, g, &e);
     else
-        rc = plan.printed ? plan.rc : print_as(g, plan.dot);
+        rc = plan.printed ? plan.rc : print_as(g, &plan);
     graph_free(g);
     return rc;
 }
@@ -149,19 +214,68 @@ static int cmd_dump(const Command *cmd, Args *a, int argc, char **argv)
 
 static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-/* The memory plan's figures, known before anything runs. */
-static int print_memory(const Graph *g, const Args *a, const SymBind *sb)
+static void print_memory(const MemoryPlan *mp)
 {
-    Err e = {0};
-    MemoryPlan mp;
-    CompileOptions o = compile_options(a, 0);
-    if (!compile_plan(g, &o, sb, &mp, &e))
-        return cli_fail(&e);
     printf("memory: %.2f MiB planned = parameters %.2f + activations %.2f (one arena, reused) + "
-           "inputs and outputs %.2f\n", mib(mp.param_bytes + mp.arena_bytes + mp.io_bytes),
-           mib(mp.param_bytes), mib(mp.arena_bytes), mib(mp.io_bytes));
+           "inputs and outputs %.2f\n", mib(mp->param_bytes + mp->arena_bytes + mp->io_bytes),
+           mib(mp->param_bytes), mib(mp->arena_bytes), mib(mp->io_bytes));
+}
+
+static void json_memory(JsonWriter *w, const MemoryPlan *mp)
+{
+    json_key(w, "memory");
+    json_begin_object(w);
+    json_field_int(w, "planned_bytes", mp->param_bytes + mp->arena_bytes + mp->io_bytes);
+    json_field_int(w, "parameter_bytes", mp->param_bytes);
+    json_field_int(w, "activation_bytes", mp->arena_bytes);
+    json_field_int(w, "io_bytes", mp->io_bytes);
+    json_end_object(w);
+}
+
+/* --json: what the text says, as one object (runtime/summary.h names its members). */
+static bool print_check_json(const Graph *g, const Args *a, const SymBind *sb,
+                             const MemoryPlan *mp)
+{
+    JsonWriter w;
+    json_writer_init(&w, stdout);
+    json_begin_object(&w);
+    model_summary_json(&w, g, sb);
+    json_memory(&w, mp);
+    if (a->params)
+        model_param_list_json(&w, g);
+    json_end_object(&w);
+    return json_writer_done(&w);
+}
+
+/* The memory plan's figures, known before anything runs. */
+static bool plan_check(const Graph *g, const Args *a, const SymBind *sb, MemoryPlan *mp, Err *e)
+{
+    CompileOptions o = compile_options(a, 0);
+    return compile_plan(g, &o, sb, mp, e);
+}
+
+static int check_text(const Graph *g, const Args *a, const SymBind *sb, Err *e)
+{
+    MemoryPlan mp = {0};
+    int rc = print_text(model_summary(g, sb, e), "summary");
+    if (rc == EXIT_OK && !plan_check(g, a, sb, &mp, e))
+        return cli_fail(e);
+    if (rc == EXIT_OK)
+        print_memory(&mp);
     plan_free(&mp);
-    return EXIT_OK;
+    if (rc == EXIT_OK && a->params)
+        rc = print_text(model_param_list(g, e), "parameter list");
+    return rc;
+}
+
+static int check_json(const Graph *g, const Args *a, const SymBind *sb, Err *e)
+{
+    MemoryPlan mp = {0};
+    bool ok = plan_check(g, a, sb, &mp, e);
+    if (ok && !print_check_json(g, a, sb, &mp))
+        ok = false, err_set(e, ERR_INPUT, "cannot write the JSON report to stdout");
+    plan_free(&mp);
+    return ok ? EXIT_OK : cli_fail(e);
 }
 
 static int cmd_check(const Command *cmd, Args *a, int argc, char **argv)
@@ -170,7 +284,8 @@ static int cmd_check(const Command *cmd, Args *a, int argc, char **argv)
                           {"--dim", .list = &a->dim},
                           {"--params", .on = &a->params},
                           {"--no-fusion", .on = &a->no_fusion},
-                          {"--dtype", .value = &a->dtype}};
+                          {"--dtype", .value = &a->dtype},
+                          {"--json", .on = &a->json}};
     SymSize sizes[argc + 1];
     int rc = parse_args(cmd, flags, sizeof flags / sizeof *flags, argc, argv, a);
     if (rc == EXIT_OK && !a->help)
@@ -181,12 +296,7 @@ static int cmd_check(const Command *cmd, Args *a, int argc, char **argv)
     SymBind sb;
     Graph *g = load_model(a, 0, &e);
     bool ok = g && init_symbols(g, NULL, NULL, sizes, a->dim.n, DEFAULT_DIM, &sb, &e);
-    char *text = ok ? model_summary(g, &sb, &e) : NULL;
-    rc = !ok ? cli_fail(&e) : print_text(text, "summary");
-    if (rc == EXIT_OK)
-        rc = print_memory(g, a, &sb);
-    if (rc == EXIT_OK && a->params)
-        rc = print_text(model_param_list(g, &e), "parameter list");
+    rc = !ok ? cli_fail(&e) : a->json ? check_json(g, a, &sb, &e) : check_text(g, a, &sb, &e);
     graph_free(g);
     return rc;
 }
@@ -210,6 +320,10 @@ static const Command commands[] = {
      DTYPE_HELP
      "                         (f32 --input and --weights files are rounded to it)\n"
      "  --out DIR              write each output to DIR/<output name>.npy\n"
+     "  --json                 one JSON object instead of text: the model, the device, each\n"
+     "                         output's name, dtype, shape, sum, mean, min, max, count of\n"
+     "                         non-finite values (null, with \"<key>_nonfinite\") and --out\n"
+     "                         file, the time and the compile stages\n"
      "  --seed N               seed of random inputs and initializers (default 0)\n"
      "  --dim NAME=N           size of symbolic dimension NAME for random inputs\n"
      "                         (default: from the given inputs, else 2)\n"
@@ -231,6 +345,7 @@ static const Command commands[] = {
      MODE_HELP
      "\n"
      "Prints one line per output (name, type, sum, mean |x|), then the time and FLOPs.\n"
+     "Errors go to stderr, with or without --json, and the exit status is not 0.\n"
      "A package is checked against its manifest (every file's SHA-256) before it loads.\n"},
     {"bench", cmd_bench, "time a compiled model: latency, throughput, GFLOP/s, peak fraction",
      "usage: coil bench MODEL [options]\n"
@@ -257,7 +372,12 @@ static const Command commands[] = {
      "                         it) instead of coil's generated kernels\n"
      "  --json                 one JSON object instead of text (bench/run.sh reads it),\n"
      "                         the model's dtype among its fields\n"
-     "  --profile              also time every step and list the slowest\n"
+     "  --profile              also time every step and list the slowest, each named by\n"
+     "                         the layer it computes (transformer.h.3.mlp.c_fc: gemm+gelu_tanh);\n"
+     "                         with --json, the table as \"profile\"\n"
+     "  --trace FILE.json      every run, warm-ups included, as a Chrome/Perfetto trace\n"
+     "                         (ui.perfetto.dev): each step by layer with its source lines,\n"
+     "                         FLOPs and bytes; on the CPU each thread's chunks too\n"
      "  --device cpu|cuda      where to run (default cpu)\n"
      "  --cuda-graphs          cuda: replay each run as a CUDA graph once captured\n"
      "  --allow-tf32           cuda: f32 GEMMs in TF32\n"
@@ -324,7 +444,12 @@ static const Command commands[] = {
      "                         '*.wpe.*'; repeatable)\n"
      "  --momentum X           sgd's (default 0.9)\n"
      "  --clip X               clip the global gradient norm (default 1; 0: off)\n"
-     "  --log-every N          progress every N steps (default 10); --json: JSON lines\n"
+     "  --log-every N          progress every N steps (default 10); --json: JSON lines (a\n"
+     "                         non-finite value as null and KEY_nonfinite), then a summary;\n"
+     "                         tools/plot_train.py draws them as an SVG\n"
+     "  --trace FILE.json      the first --trace-steps N steps (default 10) as a Chrome/\n"
+     "                         Perfetto trace: forward and backward steps by layer (CPU only;\n"
+     "                         the optimizer's update is not a compiled step: the gap between)\n"
      "  --save DIR             checkpoint at the end (and --save-every N steps): params,\n"
      "                         optimizer state, step, data position, sealed with a SHA-256\n"
      "                         of it all; written atomically; DIR is locked for the run (a\n"
@@ -368,7 +493,7 @@ static const Command commands[] = {
      "\n"
      "options:\n"
      "  --loss cross_entropy   as for train (default: the model's output 'loss')\n"
-     "  --dim NAME=N           sizes: B and T (repeatable)\n"
+     "  --dim NAME=N           sizes: B and T (repeatable), each at least 1\n"
      "  --set NAME=VALUE       override a config constant (repeatable)\n"
      "  --memory SIZE          e.g. 80GiB: report the largest micro-batch within it\n"
      "  --optimizer NAME       adamw (default), sgd (with momentum), lion\n"
@@ -409,7 +534,10 @@ static const Command commands[] = {
      "  --train                training mode: dropout is active\n"
      "  --no-fusion            one kernel per op, no GEMM epilogues\n"
      "  --mode max-autotune    cuda: NVRTC's full optimisation (default: ptxas's costliest\n"
-     "                         passes off where NVRTC has --Ofast-compile, 3x faster)\n"},
+     "                         passes off where NVRTC has --Ofast-compile, 3x faster)\n"
+     "  --json                 one JSON object instead of the line: the package directory,\n"
+     "                         its model, device and target, its files and their bytes, the\n"
+     "                         kernels and steps, each compile stage's milliseconds\n"},
     {"opt", cmd_opt, "run passes over a model and print the resulting IR",
      "usage: coil opt FILE.cir [--passes=a,b,...]\n"
      "\n"
@@ -417,7 +545,7 @@ static const Command commands[] = {
      "An unknown pass name is a usage error; nothing runs.\n"},
     {"check", cmd_check, "check a model and summarize it: signature, parameters, FLOPs, memory",
      "usage: coil check MODEL [--set NAME=VALUE]... [--dim NAME=N]... [--params] [--no-fusion]\n"
-     "                        [--dtype f32|bf16|f16]\n"
+     "                        [--dtype f32|bf16|f16] [--json]\n"
      "\n"
      "Loads and verifies the model without running it, then prints its inputs, outputs,\n"
      "parameter count and bytes, node count, the FLOPs of one call and the planned peak\n"
@@ -430,23 +558,36 @@ static const Command commands[] = {
      "  --params               also list every parameter: name, type, initializer\n"
      "  --no-fusion            plan memory for one kernel per op\n"
      DTYPE_HELP
-     "                         (the bytes and the plan are the retyped model's)\n"},
+     "                         (the bytes and the plan are the retyped model's)\n"
+     "  --json                 the same as one JSON object: inputs and outputs with dtype\n"
+     "                         and shape (a symbolic dim as text, \"B\"), parameters, nodes,\n"
+     "                         the sizes, FLOPs, the memory plan's bytes (and --params)\n"},
     {"dump", cmd_dump, "print a model's IR, fusion plan or loop IR",
-     "usage: coil dump MODEL [--after=PASS|fuse|lower | --all] [--passes=a,b,...]\n"
-     "                       [--format=text|dot] [--set NAME=VALUE]... [--train] [--no-fusion]\n"
-     "                       [--dtype f32|bf16|f16]\n"
+     "usage: coil dump MODEL [--after=PASS|fuse|lower | --all [--out DIR]] [--passes=a,b,...]\n"
+     "                       [--format=text|dot [--all-nodes]] [--set NAME=VALUE]... [--train]\n"
+     "                       [--no-fusion] [--dtype f32|bf16|f16]\n"
      "\n"
      "Loads the model (.cir or .coil) and prints it as IR text, which `coil opt` reads\n"
-     "back, or with --format=dot as a Graphviz digraph (render it with `dot -Tsvg`).\n"
+     "back, or with --format=dot as a Graphviz digraph (render it with `dot -Tsvg`): ops\n"
+     "in a cluster per block (the parameters' dotted prefix up to the first index, as\n"
+     "transformer.h.3 or backbone.4), parameters and constants written on the ops that\n"
+     "read them instead of drawn as nodes.\n"
      "\n"
      "options:\n"
      "  --after PASS           run the pipeline up to PASS and print the graph it made;\n"
      "                         --after=fuse prints the optimised graph and the fusion\n"
-     "                         plan as comments, --after=lower the loop IR\n"
+     "                         plan as comments (with --format=dot, a picture of the plan:\n"
+     "                         a box per kernel, its ops, parameters and stored values, a\n"
+     "                         GEMM and its epilogue as one step), --after=lower the loop IR\n"
      "  --all                  print the graph after every pass, each under '// after PASS'\n"
+     "  --out DIR              with --all: one file per stage in DIR instead, numbered in\n"
+     "                         order (00-input, 01-after-verify, ..., then the fusion plan),\n"
+     "                         .cir or .dot; --all --format=dot needs it\n"
      "  --passes a,b,...       the pipeline (default: none; with --after or --all the\n"
      "                         standard one, verify,decompose,colsum,fold,cse,dce)\n"
      "  --format text|dot      IR text (default) or Graphviz\n"
+     "  --all-nodes            dot: every node drawn, parameters and constants included,\n"
+     "                         with no clusters (the graph node by node)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout stays (else it is the identity)\n"
      "  --no-fusion            (fuse, lower) one group per op\n"

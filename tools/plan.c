@@ -67,6 +67,8 @@ int cmd_plan(const Command *cmd, Args *a, int argc, char **argv)
     if (rc == EXIT_OK && !a->help)
         rc = check_model_args(cmd, a, sizes);
     if (rc == EXIT_OK && !a->help)
+        rc = check_dim_sizes(cmd, sizes, a->dim.n);
+    if (rc == EXIT_OK && !a->help)
         rc = parse_count(cmd, "--threads", a->threads, 0, &threads);
     if (rc == EXIT_OK && !a->help)
         rc = parse_count(cmd, "--accum", accum, 1, &n_accum);

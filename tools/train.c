@@ -3,13 +3,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/json.h"
 #include "runtime/pool.h"
 #include "runtime/train.h"
 #include "tools/cli.h"
 
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
-        *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale;
+        *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
+        *trace_steps;
     bool resume, resume_anyway, cosine, synthetic;
     List *no_decay;
 } TrainFlags;
@@ -69,6 +71,10 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         rc = usage_error(cmd, "--checkpoint %s: expected none or auto", f->checkpoint);
     if (!rc && f->data && f->synthetic)
         rc = usage_error(cmd, "--data and --synthetic exclude each other");
+    if (!rc && f->trace_steps && !a->trace)
+        rc = usage_error(cmd, "--trace-steps %s needs --trace FILE.json (the trace it bounds)",
+                         f->trace_steps);
+    rc = rc ? rc : parse_count(cmd, "--trace-steps", f->trace_steps, 10, &o->trace_steps);
     if (rc)
         return rc;
     bool lion = kind == OPT_LION;
@@ -79,10 +85,62 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
     o->lr = (LrSchedule){lr, min_lr, warmup, f->cosine ? steps : 0};
     o->data = f->data, o->data_width = (int)width, o->save = f->save, o->save_every = save_every;
     o->resume = f->resume || f->resume_anyway, o->resume_anyway = f->resume_anyway;
-    o->loss = f->loss, o->json = a->json, o->weights = a->weights;
+    o->loss = f->loss, o->json = a->json, o->weights = a->weights, o->trace = a->trace;
     o->compile = compile_options(a, (int)threads);
     o->opt.threads = (int)threads;
     return EXIT_OK;
+}
+
+/* How many steps the trace holds: --trace-steps, or fewer when the run was shorter. */
+static int64_t traced_steps(const TrainOptions *o, const TrainResult *res)
+{
+    return o->trace_steps > 0 && o->trace_steps < res->steps ? o->trace_steps : res->steps;
+}
+
+static void summary_text(const TrainOptions *o, const TrainResult *res)
+{
+    printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%, "
+           "HFU %.1f%%%s\n"
+           "memory %.1f MiB planned (coil plan's total), %.1f MiB resident growth measured\n",
+           (long long)res->steps, res->seconds, res->first_loss, res->last_loss,
+           res->flops_per_step, 100 * res->mfu, 100 * res->hfu, o->save ? ", checkpoint saved" : "",
+           (double)res->planned_bytes / 1048576.0, (double)res->measured_bytes / 1048576.0);
+    if (o->trace)
+        printf("trace %lld events of the first %lld steps in %s (open it in ui.perfetto.dev or "
+               "chrome://tracing)\n", (long long)res->trace_events,
+               (long long)traced_steps(o, res), o->trace);
+}
+
+/* --json: the run's summary as the last JSON line, after the progress lines ("steps",
+ * never "step": readers pick progress lines by that key). */
+static bool summary_json(const TrainOptions *o, const TrainResult *res, Err *e)
+{
+    JsonWriter w;
+    json_writer_init(&w, stdout);
+    json_begin_object(&w);
+    json_field_int(&w, "steps", res->steps);
+    json_field_double(&w, "seconds", res->seconds);
+    json_field_double(&w, "first_loss", res->first_loss);
+    json_field_double(&w, "last_loss", res->last_loss);
+    json_field_double(&w, "tail_loss", res->tail_loss);
+    json_field_double(&w, "flops_per_step", res->flops_per_step);
+    json_field_double(&w, "mfu", res->mfu);
+    json_field_double(&w, "hfu", res->hfu);
+    json_field_int(&w, "skipped", res->skipped);
+    json_field_int(&w, "planned_bytes", res->planned_bytes);
+    json_field_int(&w, "measured_bytes", res->measured_bytes);
+    if (o->save)
+        json_field_string(&w, "checkpoint", o->save);
+    if (o->trace) {
+        json_field_string(&w, "trace", o->trace);
+        json_field_int(&w, "trace_events", res->trace_events);
+        json_field_int(&w, "trace_steps", traced_steps(o, res));
+    }
+    json_end_object(&w);
+    if (json_writer_done(&w) && fflush(stdout) == 0)
+        return true;
+    err_set(e, ERR_INPUT, "writing the summary to stdout failed");
+    return false;
 }
 
 int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
@@ -110,6 +168,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--loss-scale", .value = &f.loss_scale}, {"--device", .value = &a->device},
         {"--no-decay", .list = &no_decay},
         {"--peak", .value = &a->peak},
+        {"--trace", .value = &a->trace},       {"--trace-steps", .value = &f.trace_steps},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -153,13 +212,10 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     Graph *g = load_model(a, seed, &e);
     TrainResult res;
     bool ok = g && train_run(g, &o, &res, &e);
-    if (ok && !a->json)
-        printf("trained %lld steps in %.2f s: loss %.4f -> %.4f, %.3g FLOPs a step, MFU %.1f%%, "
-               "HFU %.1f%%%s\n"
-               "memory %.1f MiB planned (coil plan's total), %.1f MiB resident growth measured\n",
-               (long long)res.steps, res.seconds, res.first_loss, res.last_loss,
-               res.flops_per_step, 100 * res.mfu, 100 * res.hfu, o.save ? ", checkpoint saved" : "",
-               (double)res.planned_bytes / 1048576.0, (double)res.measured_bytes / 1048576.0);
+    if (ok && a->json)
+        ok = summary_json(&o, &res, &e);
+    else if (ok)
+        summary_text(&o, &res);
     graph_free(g);
     for (int i = 0; i < a->input.n; i++)
         free(names[i]);

@@ -1,8 +1,10 @@
 /* report.c — the autotuner's table, JSON report and progress bar. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/autotune/report.h"
+#include "runtime/fileio.h"
 #include "runtime/json.h"
 
 TuneKernelReport *tune_report_add(TuneReport *r)
@@ -71,52 +73,68 @@ static const char *status_name(TuneStatus s)
     return s == TUNE_OK ? "ok" : s == TUNE_WRONG ? "wrong result" : "failed";
 }
 
-static void json_kernel(FILE *f, const TuneKernelReport *k)
+/* x to the nearest 1/scale: all a reader needs of a ratio or a wall time, in few digits. */
+static double rounded(double x, double scale) { return round(x * scale) / scale; }
+
+/* One trial: its configuration, status and (when it ran) median seconds. */
+static void json_trial(JsonWriter *w, const TuneSpace *sp, const TuneTrial *t)
 {
-    fputs("    {\"kernel\": ", f);
-    json_write_string(f, k->name);
-    fputs(", \"shape\": ", f);
-    json_write_string(f, k->shape);
-    fprintf(f, ", \"steps\": %d, \"cached\": %s, \"default_s\": %.9g, \"best_s\": %.9g, "
-            "\"speedup\": %.4f, \"choice\": ", k->steps, k->cached ? "true" : "false",
-            k->default_s, k->best_s, speedup(k));
-    json_write_string(f, k->choice);
-    fputs(",\n     \"candidates\": [", f);
-    for (int i = 0; i < k->res.ntrial; i++) {
-        const TuneTrial *t = &k->res.trial[i];
-        char cfg[128];
-        tune_point_text(&k->space, &t->pt, cfg, sizeof cfg);
-        fputs(i ? ",\n       {\"config\": " : "\n       {\"config\": ", f);
-        json_write_string(f, cfg);
-        fprintf(f, ", \"status\": \"%s\"", status_name(t->status));
-        if (t->status == TUNE_OK)
-            fprintf(f, ", \"seconds\": %.9g", t->seconds);
-        fputs("}", f);
-    }
-    fputs("]}", f);
+    char cfg[128];
+    tune_point_text(sp, &t->pt, cfg, sizeof cfg);
+    json_newline(w);
+    json_begin_object(w);
+    json_field_string(w, "config", cfg);
+    json_field_string(w, "status", status_name(t->status));
+    if (t->status == TUNE_OK)
+        json_field_double(w, "seconds", t->seconds);
+    json_end_object(w);
+}
+
+static void json_kernel(JsonWriter *w, const TuneKernelReport *k)
+{
+    json_newline(w);
+    json_begin_object(w);
+    json_field_string(w, "kernel", k->name);
+    json_field_string(w, "shape", k->shape);
+    json_field_int(w, "steps", k->steps);
+    json_field_bool(w, "cached", k->cached);
+    json_field_double(w, "default_s", k->default_s);
+    json_field_double(w, "best_s", k->best_s);
+    json_field_double(w, "speedup", rounded(speedup(k), 1e4));
+    json_field_string(w, "choice", k->choice);
+    json_newline(w);
+    json_key(w, "candidates");
+    json_begin_array(w);
+    for (int i = 0; i < k->res.ntrial; i++)
+        json_trial(w, &k->space, &k->res.trial[i]);
+    json_end_array(w);
+    json_end_object(w);
+}
+
+bool tune_report_write(FILE *f, const TuneReport *r)
+{
+    JsonWriter w;
+    json_writer_init(&w, f);
+    json_begin_object(&w);
+    json_field_string(&w, "format", "coil-autotune-report");
+    json_field_string(&w, "device", r->device);
+    json_field_string(&w, "model", r->model);
+    json_field_double(&w, "seconds", rounded(r->seconds, 1e3));
+    json_newline(&w);
+    json_key(&w, "kernels");
+    json_begin_array(&w);
+    for (int i = 0; i < r->n; i++)
+        json_kernel(&w, &r->k[i]);
+    json_newline(&w);
+    json_end_array(&w);
+    json_end_object(&w);
+    return json_writer_done(&w);
 }
 
 bool tune_report_json(const TuneReport *r, const char *path, Err *e)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        err_set(e, ERR_INPUT, "%s: cannot write the autotune report", path);
-        return false;
-    }
-    fputs("{\"format\": \"coil-autotune-report\", \"device\": ", f);
-    json_write_string(f, r->device);
-    fputs(", \"model\": ", f);
-    json_write_string(f, r->model);
-    fprintf(f, ", \"seconds\": %.3f,\n  \"kernels\": [\n", r->seconds);
-    for (int i = 0; i < r->n; i++) {
-        json_kernel(f, &r->k[i]);
-        fputs(i + 1 < r->n ? ",\n" : "\n", f);
-    }
-    fputs("  ]}\n", f);
-    bool ok = fclose(f) == 0;
-    if (!ok)
-        err_set(e, ERR_INPUT, "%s: cannot write the autotune report", path);
-    return ok;
+    AtomicFile af;
+    return atomic_open(&af, path, e) && atomic_close(&af, tune_report_write(af.f, r), e);
 }
 
 void tune_progress(FILE *f, int done, int total, double elapsed_s, const char *what)

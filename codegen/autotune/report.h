@@ -31,8 +31,10 @@ void tune_report_free(TuneReport *r);
 
 /* The table, fastest speed-ups first, then a total line. */
 void tune_report_table(const TuneReport *r, FILE *f);
-/* The JSON report; errors name the file. */
+/* The JSON report as path, written whole or not at all; errors name the file. */
 bool tune_report_json(const TuneReport *r, const char *path, Err *e);
+/* The same document onto f (one kernel, one candidate a line); false when it failed. */
+bool tune_report_write(FILE *f, const TuneReport *r);
 
 /* A one-line progress bar on f (a terminal): kernels done of total, the time left
  * estimated from the time so far. Ends the line when done == total. */

@@ -5,6 +5,7 @@
 
 #include "codegen/autotune/steps.h"
 #include "include/coil/coil.h"
+#include "ir/log.h"
 
 /* ---------------------------------------------------------------- naming and keys */
 
@@ -160,6 +161,58 @@ static TuneKernelReport *report_kernel(const TuneTarget *t, const TuneOptions *o
     return k;
 }
 
+/* Why trial t lost to the winner w (measured in the same search). */
+static void lost_because(const TuneTrial *t, const TuneTrial *w, char *why, size_t n)
+{
+    if (t->status == TUNE_WRONG)
+        snprintf(why, n, "lost: its result disagrees with the default's");
+    else if (t->status == TUNE_FAILED)
+        snprintf(why, n, "lost: cannot run");
+    else if (w && t->seconds >= w->seconds)
+        snprintf(why, n, "lost: %.1f%% slower than the winner", (t->seconds / w->seconds - 1) * 100);
+    else
+        snprintf(why, n, "lost: faster than the winner's search time, but by less than the "
+                 "margin over the point it was tried against, or not when timed back to back");
+}
+
+/* COIL_LOG: which candidate won (info) and every candidate's time and why it lost (debug). */
+static void log_search(const TuneTarget *t, int s, const TuneSpace *sp, const TuneResult *res,
+                       const char *choice)
+{
+    if (!coil_log_on(LOG_INFO))
+        return;
+    TuneKernelReport k;
+    memset(&k, 0, sizeof k);
+    tune_describe_step(t->p, s, t->sb, &k);
+    coil_log(LOG_INFO, "autotune %s [%s]: %s won: %.1f us, the default %.1f us (%.2fx), of %d "
+             "candidates", k.name, k.shape, choice, res->best_s * 1e6, res->default_s * 1e6,
+             res->best_s > 0 ? res->default_s / res->best_s : 1, res->ntrial);
+    const TuneTrial *w = NULL;
+    for (int i = 0; i < res->ntrial; i++)
+        if (memcmp(&res->trial[i].pt, &res->best, sizeof res->best) == 0)
+            w = &res->trial[i];
+    for (int i = 0; i < res->ntrial && coil_log_on(LOG_DEBUG); i++) {
+        const TuneTrial *tr = &res->trial[i];
+        char cfg[128], why[160] = "won";
+        tune_point_text(sp, &tr->pt, cfg, sizeof cfg);
+        if (tr != w)
+            lost_because(tr, w, why, sizeof why);
+        coil_log(LOG_DEBUG, "autotune %s [%s]: candidate %s: %.1f us: %s", k.name, k.shape, cfg,
+                 tr->status == TUNE_OK ? tr->seconds * 1e6 : 0.0, why);
+    }
+}
+
+static void log_cached(const TuneTarget *t, int s, const TuneEntry *hit)
+{
+    if (!coil_log_on(LOG_INFO))
+        return;
+    TuneKernelReport k;
+    memset(&k, 0, sizeof k);
+    tune_describe_step(t->p, s, t->sb, &k);
+    coil_log(LOG_INFO, "autotune %s [%s]: %s, from the cache (nothing measured)", k.name,
+             k.shape, hit->choice);
+}
+
 /* The choice measured for a step: cached, and reported. */
 static bool keep_measured(const TuneTarget *t, const TuneOptions *o, int s, const TuneSpace *sp,
                           TuneResult *res, Seen *seen, Err *e)
@@ -167,6 +220,7 @@ static bool keep_measured(const TuneTarget *t, const TuneOptions *o, int s, cons
     seen->pt = res->best;
     char choice[128];
     tune_point_text(sp, &res->best, choice, sizeof choice);
+    log_search(t, s, sp, res, choice);
     if (o->cache && !tune_cache_put(o->cache, seen->key, choice, res->best_s, res->default_s)) {
         err_set(e, ERR_INPUT, "autotune: out of memory");
         tune_result_free(res);
@@ -195,6 +249,7 @@ static bool decide(const TuneTarget *t, int s, const TuneSpace *sp, const TuneOp
     TunePoint pt;
     if (hit && tune_point_parse(sp, hit->choice, &pt)) {
         seen->pt = pt;
+        log_cached(t, s, hit);
         TuneKernelReport *k = report_kernel(t, o, s, sp);
         if (k) {
             k->cached = true, k->best_s = hit->best_s, k->default_s = hit->default_s;

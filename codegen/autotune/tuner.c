@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "codegen/autotune/tuner.h"
+#include "ir/log.h"
 
 /* A candidate whose warm-up run takes longer than this is timed 3 times, not min_runs:
  * such a run is long enough to be steady, and GPT-2's vocabulary GEMM has 20 candidates. */
@@ -36,8 +37,8 @@ static const TuneTrial *find_trial(const TuneResult *r, const TunePoint *pt)
 }
 
 /* Measure pt once (a point seen before is not measured again) and keep the trial. */
-static const TuneTrial *trial(TuneResult *r, const TunePoint *pt, TuneMeasureFn measure,
-                              void *ctx, Err *e)
+static const TuneTrial *trial(const TuneSpace *sp, TuneResult *r, const TunePoint *pt,
+                              TuneMeasureFn measure, void *ctx, Err *e)
 {
     const TuneTrial *seen = find_trial(r, pt);
     if (seen)
@@ -52,6 +53,12 @@ static const TuneTrial *trial(TuneResult *r, const TunePoint *pt, TuneMeasureFn 
     Err why = {0};
     *t = (TuneTrial){.pt = *pt, .seconds = 0};
     t->status = measure(ctx, pt, &t->seconds, &why);
+    if (t->status == TUNE_FAILED && coil_log_on(LOG_DEBUG)) { /* the report keeps no reason */
+        char cfg[128];
+        tune_point_text(sp, pt, cfg, sizeof cfg);
+        coil_log(LOG_DEBUG, "autotune: candidate %s cannot run: %s", cfg,
+                 why.msg[0] ? why.msg : "no reason given");
+    }
     return t;
 }
 
@@ -63,7 +70,7 @@ static double median3(double a, double b, double c)
 /* The search's winner against the default once more, alternately, three times each: a
  * win found among many noisy measurements must hold up back to back before it counts.
  * Keeps the default when it does not. */
-static void confirm(TuneResult *r, TuneMeasureFn measure, void *ctx)
+static void confirm(const TuneSpace *sp, TuneResult *r, TuneMeasureFn measure, void *ctx)
 {
     TunePoint def = {{0}};
     double d[3], b[3];
@@ -75,7 +82,16 @@ static void confirm(TuneResult *r, TuneMeasureFn measure, void *ctx)
     }
     r->default_s = median3(d[0], d[1], d[2]);
     r->best_s = median3(b[0], b[1], b[2]);
-    if (!(r->best_s < r->default_s * (1 - TUNE_MARGIN)))
+    bool held = r->best_s < r->default_s * (1 - TUNE_MARGIN);
+    if (coil_log_on(LOG_DEBUG)) {
+        char cfg[128];
+        tune_point_text(sp, &r->best, cfg, sizeof cfg);
+        coil_log(LOG_DEBUG, "autotune: %s against the default, back to back: %.1f us vs %.1f us: "
+                 "%s%.0f%% margin%s", cfg, r->best_s * 1e6, r->default_s * 1e6,
+                 held ? "faster by the " : "not faster by the ", TUNE_MARGIN * 100,
+                 held ? ": it wins" : ", so the default stays");
+    }
+    if (!held)
         r->best = def, r->best_s = r->default_s;
 }
 
@@ -111,7 +127,7 @@ bool tune_descend(const TuneSpace *sp, TuneMeasureFn measure, void *ctx, int max
                 TunePoint pt = cur;
                 pt.at[k] = v;
                 pt = canonical(sp, pt);
-                const TuneTrial *t = trial(r, &pt, measure, ctx, e);
+                const TuneTrial *t = trial(sp, r, &pt, measure, ctx, e);
                 if (!t)
                     return false;
                 if (t->status == TUNE_OK && t->seconds < along_s * (1 - TUNE_MARGIN))
@@ -125,7 +141,7 @@ bool tune_descend(const TuneSpace *sp, TuneMeasureFn measure, void *ctx, int max
     }
     r->best = cur, r->best_s = cur_s;
     if (memcmp(&cur, &(TunePoint){{0}}, sizeof cur) != 0)
-        confirm(r, measure, ctx);
+        confirm(sp, r, measure, ctx);
     return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include "codegen/cpu/gen.h"
 #include "codegen/cpu/ukernel.h"
+#include "ir/log.h"
 #include "runtime/fileio.h"
 
 /* Globals every module carries, so a loaded object can be checked against its program
@@ -27,6 +28,7 @@ struct CpuModule {
     Ukernels uk;
     bool has_uk;
     double seconds;
+    CpuTimes times;
 };
 
 bool cpu_available(void) { return true; }
@@ -110,9 +112,25 @@ static void add_fingerprint(const Program *p, const Target *t, LLVMModuleRef mod
     add_global(mod, SYM_VEC, LLVMConstInt(LLVMInt32TypeInContext(c), (unsigned long long)t->vec, 0));
 }
 
-/* Every kernel, tile function and micro-kernel of p into mod, verified and optimised. */
-static bool build(const Program *p, const Target *t, LLVMModuleRef mod, Err *e)
+static bool write_string(FILE *f, const void *text) { return fputs(text, f) >= 0; }
+
+/* The module as text into the debug directory (LLVM's string, so not debug_dir_text's). */
+static void debug_module(DebugDir *d, const char *stage, LLVMModuleRef mod)
 {
+    if (!d)
+        return;
+    char *text = LLVMPrintModuleToString(mod);
+    debug_dir_file(d, -1, stage, "ll", write_string, text);
+    LLVMDisposeMessage(text);
+}
+
+/* Every kernel, tile function and micro-kernel of p into mod, verified and optimised;
+ * with a debug directory the module written there before and after the optimiser, and
+ * *times (NULL: not kept) the seconds of each, the writing left out. */
+static bool build(const Program *p, const Target *t, DebugDir *debug, LLVMModuleRef mod,
+                  CpuTimes *times, Err *e)
+{
+    double t0 = clock_seconds();
     LLVMSetTarget(mod, t->triple);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
     LLVMSetModuleDataLayout(mod, dl);
@@ -140,7 +158,16 @@ static bool build(const Program *p, const Target *t, LLVMModuleRef mod, Err *e)
         return false;
     }
     LLVMDisposeMessage(msg);
-    return target_optimise(t, mod, e);
+    double t1 = clock_seconds();
+    debug_module(debug, "llvm-ir", mod);
+    double t2 = clock_seconds();
+    ok = target_optimise(t, mod, e);
+    double t3 = clock_seconds();
+    if (ok)
+        debug_module(debug, "llvm-ir-O3", mod);
+    if (times)
+        times->ir_s = t1 - t0, times->opt_s = t3 - t2;
+    return ok;
 }
 
 /* ---------------------------------------------------------------- JIT */
@@ -191,14 +218,15 @@ static CpuModule *module_new(const Program *p)
 
 CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
 {
-    double t0 = clock_seconds();
+    DebugDir *debug = o ? o->debug : NULL;
+    double t0 = clock_seconds() - debug_dir_seconds(debug); /* the writing below left out */
     Target t;
     if (!target_make(o, &t, e))
         return NULL;
     CpuModule *m = module_new(p);
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", LLVMOrcThreadSafeContextGetContext(tsc));
-    bool ok = m && build(p, &t, mod, e) && jit_new(&m->jit, &t, e);
+    bool ok = m && build(p, &t, debug, mod, &m->times, e) && jit_new(&m->jit, &t, e);
     if (ok) {
         ok = jit_add_module(&m->jit, tsc, mod, e);
         mod = NULL;
@@ -208,13 +236,19 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
     LLVMOrcDisposeThreadSafeContext(tsc);
     if (!m)
         err_set(e, ERR_INPUT, "cpu: out of memory");
+    double t1 = clock_seconds();
+    int level = t.opt_level;
     ok = ok && lookup_all(m, p, "cpu", t.vec, e); /* materialises: compiles to machine code */
     target_free(&t);
     if (!ok) {
         cpu_free(m);
         return NULL;
     }
-    m->seconds = clock_seconds() - t0;
+    m->times.machine_s = clock_seconds() - t1;
+    m->seconds = clock_seconds() - debug_dir_seconds(debug) - t0;
+    coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, O%d %.1f ms, machine code %.1f ms",
+             p->graph && p->graph->name ? p->graph->name : "program", p->nkernel,
+             m->times.ir_s * 1e3, level, m->times.opt_s * 1e3, m->times.machine_s * 1e3);
     return m;
 }
 
@@ -222,6 +256,7 @@ KernelFn cpu_kernel(const CpuModule *m, int k) { return k >= 0 && k < m->nkernel
 TileFn cpu_tile(const CpuModule *m, int s) { return s >= 0 && s < m->nstep ? m->tile[s] : NULL; }
 const Ukernels *cpu_ukernels(const CpuModule *m) { return m->has_uk ? &m->uk : NULL; }
 double cpu_compile_seconds(const CpuModule *m) { return m->seconds; }
+CpuTimes cpu_compile_times(const CpuModule *m) { return m->times; }
 
 void cpu_free(CpuModule *m)
 {
@@ -283,7 +318,7 @@ bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const cha
         return false;
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", ctx);
-    bool ok = build(p, &t, mod, e);
+    bool ok = build(p, &t, NULL, mod, NULL, e);
     ok = ok && emit_atomically(&t, mod, kind, path, e);
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);

@@ -6,12 +6,15 @@
 #define COIL_CODEGEN_CPU_H
 
 #include "codegen/loop.h"
+#include "ir/debug_dir.h"
 
 typedef struct CpuModule CpuModule;
 
 typedef struct CpuOptions {
     int opt_level;   /* 0..3; 0 means the default, 3 */
     const char *cpu; /* target CPU name ("skylake-avx512"), NULL: the host's, features included */
+    DebugDir *debug; /* cpu_compile writes the module there as generated and after the
+                        optimiser (llvm-ir.ll, llvm-ir-O3.ll); NULL: nowhere */
 } CpuOptions;
 
 /* ---------------------------------------------------------------- GEMM micro-kernels */
@@ -63,6 +66,12 @@ TileFn cpu_tile(const CpuModule *m, int s);
 const Ukernels *cpu_ukernels(const CpuModule *m);
 /* Seconds spent in IR generation + optimisation + machine code, for reports. */
 double cpu_compile_seconds(const CpuModule *m);
+/* The same split by stage (writing CpuOptions.debug's files left out): generating the
+ * LLVM IR (and verifying it), the optimiser, machine code (the JIT's materialisation). */
+typedef struct CpuTimes {
+    double ir_s, opt_s, machine_s;
+} CpuTimes;
+CpuTimes cpu_compile_times(const CpuModule *m);
 void cpu_free(CpuModule *m);
 
 /* The module's LLVM IR after optimisation ("llvm-ir"), assembly ("asm") or an ELF

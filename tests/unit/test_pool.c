@@ -1,6 +1,7 @@
 /* test_pool.c — the thread pool: every index visited exactly once, chunks contiguous and
  * at least `grain` long, the barrier (results visible after the call), many tiny calls,
- * ranges shorter than the thread count, empty ranges, and clean shutdown. */
+ * ranges shorter than the thread count, empty ranges, clean shutdown, and tracing (every
+ * chunk recorded once with its job's tag and thread, overflow counted, then room made). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -139,6 +140,58 @@ static void test_sleep_wake(void)
     pool_free(p);
 }
 
+/* What a drain saw: per tag, the iterations its chunks covered and their threads. */
+typedef struct Seen {
+    int64_t covered[3];
+    int chunks, bad;
+    int threads;
+} Seen;
+
+static void take_chunk(void *ctx, const PoolChunk *c)
+{
+    Seen *s = ctx;
+    s->chunks++;
+    if (c->tag < 0 || c->tag > 2 || c->thread < 0 || c->thread >= s->threads ||
+        c->first >= c->last || c->end < c->start) {
+        s->bad++;
+        return;
+    }
+    s->covered[c->tag] += c->last - c->first;
+}
+
+static void test_trace(int threads)
+{
+    Err e = {0};
+    Pool *p = pool_new(threads, &e);
+    CHECK(p && pool_trace_start(p, 4, &e));
+    Visit v = {.count = calloc(1000, sizeof(int)), .min_chunk = INT64_MAX};
+    pool_trace_tag(p, -1);
+    pool_parallel_for(p, 1000, 1, visit, &v); /* untagged: not recorded */
+    for (int tag = 0; tag < 3; tag++) {
+        pool_trace_tag(p, tag);
+        pool_parallel_for(p, 100 * (tag + 1), 1, visit, &v);
+    }
+    pool_parallel_for(p, 7, 100, visit, &v); /* one chunk, on the caller, still recorded */
+    Seen s = {.threads = pool_threads(p)};
+    CHECK(pool_trace_drain(p, take_chunk, &s) == 0);
+    CHECK(s.bad == 0);
+    CHECK(s.covered[0] == 100 && s.covered[1] == 200 && s.covered[2] == 300 + 7);
+    /* more jobs than the 4 chunks a thread holds: the rest are counted as dropped, and the
+     * next drain's buffers are large enough */
+    for (int i = 0; i < 10; i++)
+        pool_parallel_for(p, 1000, 1, visit, &v);
+    Seen over = {.threads = pool_threads(p)};
+    int64_t dropped = pool_trace_drain(p, take_chunk, &over);
+    CHECK(dropped > 0 && over.chunks == 4 * pool_threads(p));
+    CHECK(over.chunks + dropped == 10 * pool_threads(p));
+    for (int i = 0; i < 8; i++)
+        pool_parallel_for(p, 1000, 1, visit, &v);
+    Seen after = {.threads = pool_threads(p)};
+    CHECK(pool_trace_drain(p, take_chunk, &after) == 0 && after.chunks == 8 * pool_threads(p));
+    free(v.count);
+    pool_free(p);
+}
+
 int main(void)
 {
     CHECK(pool_default_threads() >= 1);
@@ -148,6 +201,8 @@ int main(void)
     test_pool(7);
     test_pool(0);
     test_sleep_wake();
+    test_trace(1);
+    test_trace(3);
     check_cover(NULL, 100, 1); /* no pool: serial */
     pool_free(NULL);
     for (int i = 0; i < 50; i++) { /* create and shut down quickly, workers still spinning */
