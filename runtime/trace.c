@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/fileio.h"
-#include "runtime/json.h"
+#include "base/fileio.h"
+#include "base/json.h"
 #include "runtime/summary.h"
 #include "runtime/trace.h"
 
@@ -229,7 +229,9 @@ static void step_what(Arena *a, const Program *p, const Step *st, StepInfo *info
         return;
     }
     int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
-    info->kernel = k >= 0 ? p->kernel[k].name : NULL;
+    /* the table's own copy: a profile outlives the program it names (bench prints it
+     * after the compiled model is freed) */
+    info->kernel = k >= 0 ? arena_strdup(a, p->kernel[k].name) : NULL;
     info->kind = st->kind == STEP_KERNEL ? "kernel" : "gemm";
     if (st->kind == STEP_KERNEL) {
         info->what = kernel_what(info->kernel);

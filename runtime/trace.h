@@ -35,8 +35,8 @@ typedef struct StepTable {
     bool sized;
 } StepTable;
 
-/* Every step of p named (p and its graph must outlive the table). NULL (e set) out of
- * memory. */
+/* Every step of p named; the names are the table's own, but step_table_size reads p and
+ * its graph, which must outlive such calls. NULL (e set) out of memory. */
 StepTable *step_table_new(const Program *p, Err *e);
 /* The FLOPs and bytes of every step at the sizes sb (kept while they repeat). */
 bool step_table_size(StepTable *t, const SymBind *sb, Err *e);
