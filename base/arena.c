@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "base/base.h"
 
 typedef struct Block {
     struct Block *next;

@@ -2,7 +2,7 @@
  * the autotuner, training steps). */
 #include <time.h>
 
-#include "ir.h"
+#include "base/base.h"
 
 double clock_seconds(void)
 {

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ir/debug_dir.h"
-#include "runtime/fileio.h"
+#include "base/debug_dir.h"
+#include "base/fileio.h"
 
 struct DebugDir {
     char path[FILEIO_PATH];

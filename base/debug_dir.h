@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "ir/ir.h"
+#include "base/base.h"
 
 /* One compile's directory: DIR/NNN-<graph>/, NNN one more than the highest number DIR
  * holds (so the forward and backward graphs of training, or bench's two compiles, each get

@@ -2,7 +2,7 @@
  * Located errors read "FILE:LINE:COL: error: MSG", as compilers print them. */
 #include <stdio.h>
 
-#include "ir.h"
+#include "base/base.h"
 
 void err_vat(Err *e, Loc loc, const char *fmt, va_list ap)
 {

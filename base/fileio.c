@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/fileio.h"
+#include "base/fileio.h"
 
 #define TEMP_TRIES 100
 

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "ir/ir.h"
+#include "base/base.h"
 
 #define FILEIO_PATH 4096
 

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/json.h"
+#include "base/hash.h"
+#include "base/json.h"
 
 typedef struct Reader {
     const char *p;
@@ -273,10 +274,7 @@ static bool items_push(Reader *r, Items *it)
 
 static uint64_t key_hash(const char *k)
 {
-    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-    for (; *k; k++)
-        h = (h ^ (unsigned char)*k) * 0x100000001b3u;
-    return h;
+    return fnv1a_str(k);
 }
 
 /* The slot holding key in a table of nslot (a power of two), or the empty one where it

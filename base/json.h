@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "ir/ir.h"
+#include "base/base.h"
 
 typedef enum JsonKind { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonKind;
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ir/log.h"
+#include "base/log.h"
 
 _Atomic int coil_log_threshold = LOG_UNREAD;
 

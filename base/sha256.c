@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/sha256.h"
+#include "base/sha256.h"
 
 /* The first 32 bits of the fractional parts of the cube roots of the first 64 primes. */
 static const uint32_t round_k[64] = {

@@ -3,7 +3,7 @@
 #ifndef COIL_RUNTIME_SHA256_H
 #define COIL_RUNTIME_SHA256_H
 
-#include "ir/ir.h"
+#include "base/base.h"
 
 #define SHA256_HEX 65 /* 64 hex digits and a NUL */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "base/base.h"
 
 void text_put(Text *t, const char *fmt, ...)
 {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "codegen/index_bounds.h"
 #include "codegen/lower_int.h"
-#include "ir/log.h"
 
 /* ---------------------------------------------------------------- growing arrays */
 

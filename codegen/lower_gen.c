@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "codegen/lower_int.h"
 
 /* A value at a point: a memo entry, or (value unused) an item of the work stack. */
@@ -18,10 +19,8 @@ typedef struct Memo {
 
 static uint64_t memo_hash(int node, int rank, const int *idx)
 {
-    uint64_t h = (uint64_t)node * 0x9e3779b97f4a7c15u;
-    for (int d = 0; d < rank; d++)
-        h = (h ^ (uint64_t)(uint32_t)idx[d]) * 0x100000001b3u;
-    return h;
+    return fnv1a(FNV1A_OFFSET ^ (uint64_t)node * 0x9e3779b97f4a7c15u, idx,
+                 sizeof *idx * (size_t)rank);
 }
 
 /* The memo is an open-addressed table of Memo entries (node -1: empty), never more than

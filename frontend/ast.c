@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "frontend/ast.h"
 
 typedef struct Link {
@@ -120,10 +121,7 @@ const char *binop_text(int op)
 
 static uint64_t name_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return fnv1a_str(s);
 }
 
 static int namemap_slot(const NameMap *m, const char *key)

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
+
 #define COIL_MAX_RANK 8
 #define COIL_MAX_SYMS 32
 /* The symbol table kernels read at run time: the symbols, then one reserved slot holding
@@ -16,43 +18,6 @@
  * training step draws new dropout masks without recompiling; step 0 is coil's old draw). */
 #define COIL_SYM_RNG_STEP COIL_MAX_SYMS
 #define COIL_SYM_SLOTS (COIL_MAX_SYMS + 1)
-
-/* ---------------------------------------------------------------- errors */
-
-/* A source position; file == NULL means "no position" (graphs built in code). */
-typedef struct Loc {
-    const char *file;
-    int line, col;
-} Loc;
-
-enum { ERR_OK = 0, ERR_INPUT = 1, ERR_USAGE = 2 };
-
-/* Errors are values: a failing function fills an Err and returns false (or -1).
- * The first error wins; later ones are dropped so the root cause is reported. */
-typedef struct Err {
-    int code;
-    char msg[1024];
-} Err;
-
-/* "FILE:LINE:COL: error: MSG" (or "error: MSG" without a position). */
-void err_at(Err *e, Loc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void err_vat(Err *e, Loc loc, const char *fmt, va_list ap);
-/* A message with no position and an explicit code (ERR_INPUT, ERR_USAGE). */
-void err_set(Err *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline bool err_ok(const Err *e) { return e->code == ERR_OK; }
-
-/* ---------------------------------------------------------------- arena */
-
-/* Bump allocator: a graph's or a pass's memory, freed as a whole. */
-typedef struct Arena Arena;
-Arena *arena_new(void);
-void arena_free(Arena *a);
-void *arena_alloc(Arena *a, size_t n); /* zeroed, 16-byte aligned */
-char *arena_strdup(Arena *a, const char *s);
-char *arena_strndup(Arena *a, const char *s, size_t n);
-void *arena_memdup(Arena *a, const void *p, size_t n);
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -317,9 +282,6 @@ int b_rand(Builder *b, const Type *t, int64_t seed, int64_t offset);
  * (the node array grows): copy the Type when you keep it across b_* calls. */
 const Type *b_type(const Builder *b, int id);
 
-/* ir/clock.c: seconds on the monotonic clock (differences only). */
-double clock_seconds(void);
-
 /* ---------------------------------------------------------------- host tensors */
 
 /* A tensor in host memory in its native dtype (bf16/f16 as uint16 bits). */
@@ -401,18 +363,6 @@ bool interp_run_f64_at(const Graph *g, uint64_t step, const Tensor *inputs, cons
                        ITensor *outputs, Err *e);
 bool interp_eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb,
                       ITensor *out, Err *e);
-
-/* ---------------------------------------------------------------- growing text */
-
-/* A string built with printf formats (ir/text.c). Zero-initialise; text_take hands the
- * malloc'd string over (NULL when any append ran out of memory) and resets t. */
-typedef struct Text {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} Text;
-void text_put(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-char *text_take(Text *t);
 
 /* ---------------------------------------------------------------- text form */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "irlex.h"
 
 #define IR_MAX_BYTES ((size_t)1 << 30) /* the largest IR text read */
@@ -126,10 +127,7 @@ static void closest(const char *s, size_t n, const char *cand, const char **best
 
 static uint64_t name_hash(const Name *nm)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)nm->quoted;
-    for (size_t i = 0; i < nm->n; i++)
-        h = (h ^ (unsigned char)nm->s[i]) * 1099511628211ull;
-    return h;
+    return fnv1a(FNV1A_OFFSET ^ (uint64_t)nm->quoted, nm->s, nm->n);
 }
 
 static ValEntry *val_slot(ValEntry *tab, size_t cap, const Name *nm)

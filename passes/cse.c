@@ -4,18 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "passes/passes.h"
 
-/* FNV-1a, fed field by field so struct padding never reaches the hash. */
-static uint64_t mix(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t mix_int(uint64_t h, int64_t v) { return mix(h, &v, sizeof v); }
+/* Fed field by field, so struct padding never reaches the hash. */
+static uint64_t mix_int(uint64_t h, int64_t v) { return fnv1a(h, &v, sizeof v); }
 
 /* Only the field an attribute's kind uses is read: the others may hold anything. */
 static uint64_t hash_attr(uint64_t h, const Attr *a)
@@ -26,13 +19,13 @@ static uint64_t hash_attr(uint64_t h, const Attr *a)
     case AK_BOOL:
         return mix_int(h, a->i);
     case AK_FLOAT:
-        return mix(h, &a->f, sizeof a->f);
+        return fnv1a(h, &a->f, sizeof a->f);
     case AK_INTS:
-        return mix(mix_int(h, a->n), a->ints, sizeof(int64_t) * (size_t)a->n);
+        return fnv1a(mix_int(h, a->n), a->ints, sizeof(int64_t) * (size_t)a->n);
     case AK_DATA:
-        return mix(mix_int(h, a->n), a->data, sizeof(double) * (size_t)a->n);
+        return fnv1a(mix_int(h, a->n), a->data, sizeof(double) * (size_t)a->n);
     case AK_STR:
-        return a->s ? mix(h, a->s, strlen(a->s) + 1) : h;
+        return a->s ? fnv1a(h, a->s, strlen(a->s) + 1) : h;
     }
     return h;
 }
@@ -79,10 +72,10 @@ static Key key_of(const Node *n, int *in)
 
 static uint64_t key_hash(const Key *k)
 {
-    uint64_t h = mix_int(mix_int(0xcbf29ce484222325ull, k->op), k->type->dt);
+    uint64_t h = mix_int(mix_int(FNV1A_OFFSET, k->op), k->type->dt);
     for (int d = 0; d < k->type->rank; d++)
         h = mix_int(mix_int(h, k->type->dim[d].k), k->type->dim[d].syms);
-    h = mix(h, k->in, sizeof(int) * (size_t)k->nin);
+    h = fnv1a(h, k->in, sizeof(int) * (size_t)k->nin);
     for (int a = 0; a < op_info[k->op].nattr; a++)
         h = hash_attr(h, &k->attr[a]);
     return h;

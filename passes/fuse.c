@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/log.h"
+#include "base/log.h"
 #include "passes/fuse.h"
 
 /* Working state: the plan being built, users, and each group's members as a list. */

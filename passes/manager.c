@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/log.h"
+#include "base/log.h"
 #include "passes/passes.h"
 
 const Pass pass_table[] = {

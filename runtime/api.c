@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "coil/coil.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
@@ -47,7 +48,7 @@ static void params_changed(coil_model *m)
         cuda_engine_params_changed(m->compiled->cu);
 }
 
-const char *coil_version(void) { return COIL_VERSION; }
+const char *coil_version(void) { return COIL_VERSION_TEXT; }
 
 /* ---------------------------------------------------------------- errors */
 

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/debug_dir.h"
-#include "ir/dot.h"
+#include "base/debug_dir.h"
+#include "base/json.h"
+#include "codegen/fusion_dot.h"
 #include "runtime/compiled_debug.h"
-#include "runtime/json.h"
 
 #define MAX_TIMES 64
 

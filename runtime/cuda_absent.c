@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "runtime/cuda_engine.h"
-#include "runtime/tune_cuda.h"
 #include "runtime/cuda_optim.h"
+#include "runtime/tune_cuda.h"
 
 static const char why[] = "this coil was built without the CUDA toolkit's headers "
                           "(/usr/local/cuda/include): install the toolkit and rebuild";

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "codegen/cuda/cuda.h"
 #include "codegen/index_bounds.h"
-#include "ir/log.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"

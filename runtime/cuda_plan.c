@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "codegen/cuda/cuda.h"
-#include "ir/log.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/cuda_plan.h"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "runtime/init.h"
 
 /* Inputs and params live in separate streams even when their names coincide. */
@@ -14,10 +15,7 @@
 
 uint64_t init_stream(const char *name)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * UINT64_C(0x100000001b3);
-    return h;
+    return fnv1a_str(name);
 }
 
 /* ---------------------------------------------------------------- init strings */

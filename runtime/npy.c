@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/fileio.h"
+#include "base/fileio.h"
 #include "runtime/npy.h"
 
 #define NPY_MAGIC "\x93NUMPY"

@@ -11,14 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "passes/passes.h"
-#include "runtime/fileio.h"
-#include "runtime/json.h"
-#include "runtime/sha256.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "base/sha256.h"
+#include "base/version.h"
 #include "codegen/cuda/cuda.h"
+#include "passes/passes.h"
 #include "runtime/package.h"
 
-#define COIL_VERSION_TEXT "0.1.0"
 #define MANIFEST "manifest.json"
 /* The manifest's own checksum: the last member, over every byte of the lines before it. */
 #define MANIFEST_DIGEST "manifest_sha256"

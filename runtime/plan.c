@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/log.h"
+#include "base/log.h"
 #include "runtime/engine.h"
 
 #define PLAN_ALIGN 64 /* the CPU's: a cache line, and the widest vector (AVX-512) */

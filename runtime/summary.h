@@ -3,8 +3,8 @@
 #ifndef COIL_RUNTIME_SUMMARY_H
 #define COIL_RUNTIME_SUMMARY_H
 
+#include "base/json.h"
 #include "ir/ir.h"
-#include "runtime/json.h"
 
 /* The FLOPs of one evaluation of g at the shapes sb gives: the sum of op_info[].flops over
  * the nodes, as the interpreter counts them, without any data. Fails naming the first

@@ -5,13 +5,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "include/coil/coil.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "base/version.h"
 #include "passes/passes.h"
 #include "runtime/cuda_optim.h"
 #include "runtime/data.h"
-#include "runtime/fileio.h"
 #include "runtime/init.h"
-#include "runtime/json.h"
 #include "runtime/npy.h"
 #include "runtime/peak.h"
 #include "runtime/pool.h"
@@ -363,7 +363,7 @@ static bool save_checkpoint(Run *r, Err *e)
         snprintf(good, sizeof good, "%lld", (long long)r->good);
         const char *key[] = {"step", "data_position", "seed", "optimizer", "coil", "loss_scale",
                              "loss_scale_good"};
-        const char *val[] = {step, pos, seed, optim_name(r->o->opt.kind), coil_version(), scale,
+        const char *val[] = {step, pos, seed, optim_name(r->o->opt.kind), COIL_VERSION_TEXT, scale,
                              good};
         ok = check_finite(t, names, n, path, "the run diverged; not saving over the last "
                           "checkpoint", e) &&
@@ -453,10 +453,10 @@ static bool same_run(const Run *r, const Saved *s, const char *path, Err *e)
     const char *opt = optim_name(o->opt.kind);
     if (o->resume_anyway)
         return true;
-    if (strcmp(s->coil, coil_version()) != 0)
+    if (strcmp(s->coil, COIL_VERSION_TEXT) != 0)
         err_set(e, ERR_INPUT, "%s: saved by coil %.40s, this is coil %s: the run would not "
                 "continue as it began; give --resume-anyway to resume it regardless", path,
-                s->coil, coil_version());
+                s->coil, COIL_VERSION_TEXT);
     else if (s->seed != o->seed)
         err_set(e, ERR_INPUT, "%s: saved by a run with --seed %llu, this one has --seed %llu: "
                 "its data order and dropout masks would not continue; give --seed %llu, or "

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "include/coil/coil.h"
 #include "runtime/tune_cpu.h"
 
@@ -190,7 +191,7 @@ void tune_cpu_device(char *buf, size_t n, int threads)
         if (strncmp(line, "model name", 10) == 0)
             snprintf(model, sizeof model, "%s", colon + 2);
         else if (strncmp(line, "flags", 5) == 0 && !flags)
-            flags = tune_hash(colon + 1);
+            flags = fnv1a_str(colon + 1);
     }
     if (f)
         fclose(f);

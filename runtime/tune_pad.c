@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "include/coil/coil.h"
-#include "ir/log.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/version.h"
 #include "passes/passes.h"
 #include "runtime/compiled.h"
 #include "runtime/init.h"
@@ -151,8 +152,8 @@ static void pad_key(const Graph *g, int node, const SymBind *sb, const char *dev
         for (int d = 0; d < t->rank && used < sizeof text; d++)
             used += (size_t)snprintf(text + used, sizeof text - used, ",%lld", (long long)dims[d]);
     }
-    snprintf(key, n, "%s|coil %s|%016llx", device, coil_version(),
-             (unsigned long long)tune_hash(text));
+    snprintf(key, n, "%s|coil %s|%016llx", device, COIL_VERSION_TEXT,
+             (unsigned long long)fnv1a_str(text));
 }
 
 /* The device as the cache keys it: the CPU and threads, or the GPU (as tune_cuda does). */

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "base/json.h"
 #include "runtime/gemm.h"
-#include "runtime/json.h"
 #include "runtime/peak.h"
 #include "runtime/pool.h"
 #include "runtime/summary.h"

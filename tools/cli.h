@@ -10,7 +10,6 @@
 #include "runtime/compiled.h"
 #include "runtime/init.h"
 
-#define COIL_VERSION "0.1.0"
 #define DEFAULT_DIM 2 /* size of a symbolic dim that nothing else sizes */
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };

@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fileio.h"
+#include "base/json.h"
+#include "base/version.h"
+#include "codegen/fusion_dot.h"
 #include "codegen/lower.h"
 #include "ir/dot.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
-#include "runtime/fileio.h"
-#include "runtime/json.h"
 #include "runtime/summary.h"
 #include "tools/cli.h"
 
@@ -639,7 +641,7 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("coil %s\n", COIL_VERSION);
+        printf("coil %s\n", COIL_VERSION_TEXT);
         return EXIT_OK;
     }
     for (int i = 0; i < NCOMMANDS; i++) {

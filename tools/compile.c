@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
 #include "runtime/compiled_debug.h"
-#include "runtime/json.h"
 #include "runtime/package.h"
 #include "tools/cli.h"
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/json.h"
 #include "runtime/gemm.h"
-#include "runtime/json.h"
 #include "runtime/npy.h"
 #include "runtime/summary.h"
 #include "tools/cli.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/json.h"
+#include "base/json.h"
 #include "runtime/pool.h"
 #include "runtime/train.h"
 #include "tools/cli.h"

@@ -11,8 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
+#include "base/hash.h"
+#include "base/json.h"
 #include "codegen/autotune/cache.h"
-#include "runtime/json.h"
 
 #define CACHE_FORMAT "coil-autotune-cache"
 #define CACHE_VERSION 1
@@ -57,10 +59,7 @@ int tune_cache_count(const TuneCache *c) { return c->n; }
 
 static uint64_t key_hash(const char *k)
 {
-    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-    for (; *k; k++)
-        h = (h ^ (unsigned char)*k) * 0x100000001b3u;
-    return h;
+    return fnv1a_str(k);
 }
 
 /* The index table's position of key: where its slot's index is, or the empty entry
@@ -279,33 +278,21 @@ static bool write_entries(const TuneCache *c, FILE *f)
     return true;
 }
 
-/* Under the lock: merge what is on disk, write tmp durably, rename it over the file. */
-static bool save_locked(TuneCache *c, const char *tmp, Err *e)
+/* Under the lock: merge what is on disk, then write the file whole (base/fileio.h). */
+static bool save_locked(TuneCache *c, Err *e)
 {
     if (!merge_file(c)) {
         err_set(e, ERR_INPUT, "autotune cache %s: out of memory", c->path);
         return false;
     }
-    FILE *f = fopen(tmp, "w");
-    bool ok = f != NULL;
-    if (f) {
-        ok = write_entries(c, f);
-        ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0 && ok;
-        ok = fclose(f) == 0 && ok && rename(tmp, c->path) == 0;
-    }
-    if (!ok) {
-        err_set(e, ERR_INPUT, "autotune cache %s: cannot write it (via %s): %s", c->path, tmp,
-                strerror(errno));
-        unlink(tmp);
-    }
-    return ok;
+    AtomicFile af;
+    return atomic_open(&af, c->path, e) && atomic_close(&af, write_entries(c, af.f), e);
 }
 
 bool tune_cache_save(TuneCache *c, Err *e)
 {
-    char lock[PATH_MAX + 8], tmp[PATH_MAX + 32];
+    char lock[PATH_MAX + 8];
     snprintf(lock, sizeof lock, "%s.lock", c->path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", c->path, (long)getpid());
     if (!make_parents(c, e))
         return false;
     /* The lock file stays: removing it would let a waiter lock an inode no one else sees. */
@@ -314,7 +301,7 @@ bool tune_cache_save(TuneCache *c, Err *e)
         ;
     if (r != 0)
         err_set(e, ERR_INPUT, "autotune cache %s: cannot lock %s: %s", c->path, lock, strerror(errno));
-    bool ok = r == 0 && save_locked(c, tmp, e);
+    bool ok = r == 0 && save_locked(c, e);
     if (fd >= 0)
         close(fd); /* releases the flock */
     return ok;

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fileio.h"
+#include "base/json.h"
 #include "codegen/autotune/report.h"
-#include "runtime/fileio.h"
-#include "runtime/json.h"
 
 TuneKernelReport *tune_report_add(TuneReport *r)
 {

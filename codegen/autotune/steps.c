@@ -3,9 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/version.h"
 #include "codegen/autotune/steps.h"
-#include "include/coil/coil.h"
-#include "ir/log.h"
 
 /* ---------------------------------------------------------------- naming and keys */
 
@@ -128,15 +129,14 @@ static bool step_key(const Program *p, int s, const SymBind *sb, const char *dev
     char *text = canonical_step(p, s);
     if (!text)
         return false;
-    uint64_t h = tune_hash(text);
+    uint64_t h = fnv1a_str(text);
     for (int i = 0; i < p->graph->nsym; i++) {
         char v[32];
         snprintf(v, sizeof v, "|%lld", (long long)sb->val[i]);
-        for (const char *c = v; *c; c++)
-            h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+        h = fnv1a(h, v, strlen(v));
     }
     free(text);
-    snprintf(key, n, "%s|coil %s|%016llx", device, coil_version(), (unsigned long long)h);
+    snprintf(key, n, "%s|coil %s|%016llx", device, COIL_VERSION_TEXT, (unsigned long long)h);
     return true;
 }
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "codegen/autotune/tuner.h"
-#include "ir/log.h"
 
 /* A candidate whose warm-up run takes longer than this is timed 3 times, not min_runs:
  * such a run is long enough to be steady, and GPT-2's vocabulary GEMM has 20 candidates. */
@@ -248,13 +248,6 @@ bool tune_time(TuneRunFn run, void *ctx, const TuneBudget *b, double *median, Er
     return ok;
 }
 
-uint64_t tune_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
 
 /* Relative to the reference's largest finite magnitude: candidates sum in other orders. */
 #define TOL_F32 1e-4

@@ -94,7 +94,4 @@ bool tune_time(TuneRunFn run, void *ctx, const TuneBudget *b, double *median, Er
  * and infinities where the reference has them; integers exactly. */
 bool tune_agrees(DType dt, const void *got, const void *want, size_t bytes);
 
-/* FNV-1a 64 of a string, for cache keys. */
-uint64_t tune_hash(const char *s);
-
 #endif

@@ -8,10 +8,11 @@
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Orc.h>
 
+#include "base/fileio.h"
+#include "base/hash.h"
+#include "base/log.h"
 #include "codegen/cpu/gen.h"
 #include "codegen/cpu/ukernel.h"
-#include "ir/log.h"
-#include "runtime/fileio.h"
 
 /* Globals every module carries, so a loaded object can be checked against its program
  * and its machine: a hash of the program, the target (CPU and features) and the micro-
@@ -43,19 +44,12 @@ static bool has_gemm(const Program *p)
 
 /* ---------------------------------------------------------------- the program's hash */
 
-static uint64_t mix(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *c = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ c[i]) * 0x100000001b3ull;
-    return h;
-}
 
-#define MIX(h, v) ((h) = mix((h), &(v), sizeof(v)))
+#define MIX(h, v) ((h) = fnv1a((h), &(v), sizeof(v)))
 
 static uint64_t hash_kernel(uint64_t h, const Kernel *k)
 {
-    h = mix(h, k->name, strlen(k->name) + 1);
+    h = fnv1a(h, k->name, strlen(k->name) + 1);
     MIX(h, k->nouter), MIX(h, k->ninner), MIX(h, k->nphase), MIX(h, k->after);
     for (int d = 0; d < k->nouter + k->ninner; d++)
         MIX(h, k->size[d].k), MIX(h, k->size[d].syms), MIX(h, k->size[d].sq);
@@ -77,7 +71,7 @@ static uint64_t hash_kernel(uint64_t h, const Kernel *k)
 /* Everything the generated code depends on, field by field (no padding bytes). */
 static uint64_t program_hash(const Program *p)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = FNV1A_OFFSET;
     MIX(h, p->nbuf), MIX(h, p->nkernel), MIX(h, p->nstep);
     for (int b = 0; b < p->nbuf; b++)
         MIX(h, p->buf[b].dt);

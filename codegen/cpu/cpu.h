@@ -5,8 +5,8 @@
 #ifndef COIL_CODEGEN_CPU_H
 #define COIL_CODEGEN_CPU_H
 
+#include "base/debug_dir.h"
 #include "codegen/loop.h"
-#include "ir/debug_dir.h"
 
 typedef struct CpuModule CpuModule;
 

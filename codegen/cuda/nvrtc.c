@@ -13,6 +13,8 @@
 
 #include <nvrtc.h>
 
+#include "base/fileio.h"
+#include "base/hash.h"
 #include "codegen/cuda/cuda.h"
 #include "codegen/cuda/libs.h"
 
@@ -120,21 +122,13 @@ void cubin_free(Cubin *c)
 
 /* ---------------------------------------------------------------- the cache */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ c[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t cache_key(const char *source, const char *const *opts, int nopt)
 {
-    uint64_t h = fnv(0xcbf29ce484222325ull, source, strlen(source) + 1);
+    uint64_t h = fnv1a(FNV1A_OFFSET, source, strlen(source) + 1);
     for (int i = 0; i < nopt; i++)
-        h = fnv(h, opts[i], strlen(opts[i]) + 1);
+        h = fnv1a(h, opts[i], strlen(opts[i]) + 1);
     int v[2] = {nv.major, nv.minor};
-    return fnv(h, v, sizeof v);
+    return fnv1a(h, v, sizeof v);
 }
 
 static bool cache_dir(const CudaCompileOptions *o, char *buf, size_t n)
@@ -196,17 +190,12 @@ bool cubin_read(const char *path, Cubin *out, Err *e)
     return false;
 }
 
-/* Written to a temporary name and renamed: two processes at once both leave a whole file. */
+/* Written whole or not at all (two processes at once both leave a whole file); a cache
+ * that cannot be written only costs the next run a compile. */
 static void cache_write(const char path[4200], const Cubin *c)
 {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(c->data, 1, c->size, f) == c->size;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0)
-        remove(tmp);
+    Err e = {0};
+    (void)file_write_atomic(path, c->data, c->size, &e);
 }
 
 /* ---------------------------------------------------------------- compiling */

@@ -13,9 +13,9 @@
  * it runs LLVM's linker, not coil's code). */
 #include <stdint.h>
 
+#include "base/sha256.h"
 #include "runtime/compiled.h"
 #include "runtime/package.h"
-#include "runtime/sha256.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
 

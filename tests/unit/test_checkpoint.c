@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "coil_beside.h"
 #include "codegen/cpu/cpu.h"
+#include "coil_beside.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
 

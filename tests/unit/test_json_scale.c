@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/json.h"
 #include "check.h"
-#include "runtime/json.h"
 #include "runtime/safetensors.h"
 
 enum { NKEYS = 100000 };

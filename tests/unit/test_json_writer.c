@@ -3,8 +3,8 @@
  * nesting and misuse, doubles round-trip exact; each document read back by json_parse. */
 #include <stdlib.h>
 
+#include "base/json.h"
 #include "check.h"
-#include "runtime/json.h"
 
 /* What a writer wrote, as a string (malloc'd), and whether json_writer_done accepted it. */
 typedef struct Doc {

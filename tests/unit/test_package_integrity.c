@@ -10,13 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
+#include "base/sha256.h"
 #include "check.h"
 #include "codegen/cpu/cpu.h"
-#include "runtime/fileio.h"
 #include "runtime/npy.h"
 #include "runtime/package.h"
 #include "runtime/safetensors.h"
-#include "runtime/sha256.h"
 
 #define MODEL "examples/tiny.cir"
 

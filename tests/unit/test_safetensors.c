@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "check.h"
-#include "runtime/json.h"
 #include "runtime/safetensors.h"
 
 #define FIXTURE "tests/models/safetensors/fixture.safetensors"

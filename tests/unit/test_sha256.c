@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/sha256.h"
 #include "check.h"
-#include "runtime/sha256.h"
 
 static void test_fips_vectors(void)
 {
