@@ -11,11 +11,11 @@
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #ifdef COIL_HAVE_FRONTEND
-#include "frontend/lower.h"
+#include "frontend/to_graph.h"
 #endif
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 #include "runtime/init.h"
-#include "runtime/safetensors.h"
+#include "io/safetensors.h"
 
 _Static_assert(COIL_F32 == (int)DT_F32 && COIL_F16 == (int)DT_F16 && COIL_BF16 == (int)DT_BF16 &&
                    COIL_I8 == (int)DT_I8 && COIL_I32 == (int)DT_I32 && COIL_I64 == (int)DT_I64 &&

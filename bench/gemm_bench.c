@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/gemm.h"
-#include "runtime/gemm_tiled.h"
-#include "runtime/peak.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/gemm_tiled.h"
+#include "runtime/cpu/peak.h"
 #include "tests/unit/ukernel_jit.h"
 
 /* C's row length travels in this symbol (no Dim uses it): TileFns only see syms. */

@@ -4,7 +4,7 @@
  * (x*C + c with 0 <= c < C: / C is x, % C is c), and a remainder paired with its quotient
  * folds back (x/C*C*s + x%C*s is x*s): so reshaping a dense buffer, or flattening loops
  * into one, costs no div/mod in the loads. Every index is non-negative (loop.h). */
-#include "codegen/lx.h"
+#include "codegen/kernel_expr.h"
 
 #define LIN_MAX 64
 

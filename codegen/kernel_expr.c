@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/lx.h"
+#include "codegen/kernel_expr.h"
 
 
 void kb_init(KB *kb) { memset(kb, 0, sizeof *kb); }

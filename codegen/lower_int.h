@@ -4,7 +4,7 @@
 #define COIL_CODEGEN_LOWER_INT_H
 
 #include "codegen/lower.h"
-#include "codegen/lx.h"
+#include "codegen/kernel_expr.h"
 #include "passes/fuse.h"
 
 /* A store whose buffer is chosen after the kernel is built (in place or a new temporary)

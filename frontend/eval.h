@@ -3,7 +3,7 @@
 #ifndef COIL_FRONTEND_EVAL_H
 #define COIL_FRONTEND_EVAL_H
 
-#include "frontend/lower.h"
+#include "frontend/to_graph.h"
 
 typedef enum VKind {
     V_NONE, V_INT, V_FLOAT, V_BOOL, V_DIM, V_STR, V_DTYPE, V_LIST, V_TENSOR,

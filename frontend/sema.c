@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/lower.h"
+#include "frontend/to_graph.h"
 #include "frontend/sema.h"
 
 enum { SEMA_MAX_PARAMS = 64 };

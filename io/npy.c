@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "base/fileio.h"
-#include "runtime/npy.h"
+#include "io/npy.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6

@@ -17,7 +17,7 @@
 #include "base/version.h"
 #include "codegen/cuda/cuda.h"
 #include "passes/passes.h"
-#include "runtime/package.h"
+#include "io/package.h"
 
 #define MANIFEST "manifest.json"
 /* The manifest's own checksum: the last member, over every byte of the lines before it. */

@@ -6,7 +6,7 @@
 #ifndef COIL_RUNTIME_PACKAGE_H
 #define COIL_RUNTIME_PACKAGE_H
 
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 
 #define PACKAGE_FORMAT 2 /* 2: every file checksummed */
 

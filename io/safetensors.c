@@ -11,7 +11,7 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "base/sha256.h"
-#include "runtime/safetensors.h"
+#include "io/safetensors.h"
 
 static const char *const st_dtype[DT_COUNT] = {
     [DT_F32] = "F32", [DT_F16] = "F16", [DT_BF16] = "BF16", [DT_I8] = "I8",

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/summary.h"
+#include "ir/summary.h"
 
 /* ---------------------------------------------------------------- FLOPs */
 

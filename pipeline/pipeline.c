@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "passes/passes.h"
-#include "runtime/compiled.h"
-#include "runtime/compiled_debug.h"
-#include "runtime/tune_cuda.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/stage_dump.h"
+#include "runtime/cuda/cuda_tune.h"
 
 static const char *const mode_names[] = {
     [MODE_DEFAULT] = "default", [MODE_REDUCE_OVERHEAD] = "reduce-overhead",

@@ -7,9 +7,9 @@
 
 #include "codegen/cpu/cpu.h"
 #include "codegen/lower.h"
-#include "runtime/cuda_engine.h"
-#include "runtime/engine.h"
-#include "runtime/tune_cpu.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cpu/cpu_engine.h"
+#include "runtime/cpu/cpu_tune.h"
 
 /* What a compile optimises for (--mode): the heuristics alone; the same with CUDA graphs
  * (a GPU's launch overhead gone; on the CPU the same as default); or every kernel's

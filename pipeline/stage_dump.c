@@ -8,7 +8,7 @@
 #include "base/debug_dir.h"
 #include "base/json.h"
 #include "codegen/fusion_dot.h"
-#include "runtime/compiled_debug.h"
+#include "pipeline/stage_dump.h"
 
 #define MAX_TIMES 64
 

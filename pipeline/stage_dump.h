@@ -5,7 +5,7 @@
 #define COIL_RUNTIME_COMPILED_DEBUG_H
 
 #include "passes/passes.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 
 /* One compile's stages. Every function takes NULL (COIL_DEBUG_DIR unset) and does nothing,
  * so the pipeline pays one check per stage. */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "runtime/engine.h"
+#include "runtime/cpu/cpu_engine.h"
 
 #define PLAN_ALIGN 64 /* the CPU's: a cache line, and the widest vector (AVX-512) */
 

@@ -7,7 +7,7 @@
 
 #include "base/fileio.h"
 #include "base/json.h"
-#include "runtime/summary.h"
+#include "ir/summary.h"
 #include "runtime/trace.h"
 
 /* ---------------------------------------------------------------- layer names */

@@ -8,7 +8,7 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/package.h"
+#include "io/package.h"
 #include "runtime/pool.h"
 #include "tools/cli.h"
 

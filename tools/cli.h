@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 #include "runtime/init.h"
 
 #define DEFAULT_DIM 2 /* size of a symbolic dim that nothing else sizes */

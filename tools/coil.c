@@ -13,7 +13,7 @@
 #include "ir/dot.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
-#include "runtime/summary.h"
+#include "ir/summary.h"
 #include "tools/cli.h"
 
 /* ---------------------------------------------------------------- coil opt */

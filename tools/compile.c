@@ -8,8 +8,8 @@
 #include "base/json.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
-#include "runtime/compiled_debug.h"
-#include "runtime/package.h"
+#include "pipeline/stage_dump.h"
+#include "io/package.h"
 #include "tools/cli.h"
 
 /* What compiling made and took, for the report. */

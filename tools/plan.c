@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/train.h"
+#include "train/train.h"
 #include "tools/cli.h"
 
 /* "80GiB", "512MiB", "2e9": bytes; false for anything else. */

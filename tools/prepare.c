@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/npy.h"
-#include "runtime/package.h"
-#include "runtime/safetensors.h"
+#include "io/npy.h"
+#include "io/package.h"
+#include "io/safetensors.h"
 #include "tools/cli.h"
 
 void prepared_free(Prepared *r)

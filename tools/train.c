@@ -5,7 +5,7 @@
 
 #include "base/json.h"
 #include "runtime/pool.h"
-#include "runtime/train.h"
+#include "train/train.h"
 #include "tools/cli.h"
 
 typedef struct TrainFlags {

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/data.h"
+#include "train/data.h"
 
 #define MAX_DEPTH 16
 #define MAX_COLS 8 /* tensors a batch holds: tokens and targets, or one per array */

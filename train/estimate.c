@@ -2,10 +2,10 @@
  * joint graph's plan, before anything runs or any code is generated. */
 #include <stdlib.h>
 
-#include "runtime/peak.h"
+#include "runtime/cpu/peak.h"
 #include "runtime/pool.h"
-#include "runtime/summary.h"
-#include "runtime/train.h"
+#include "ir/summary.h"
+#include "train/train.h"
 
 static int64_t value_bytes(const Graph *g, int id, const SymBind *sb)
 {

@@ -9,9 +9,9 @@
 #include <stdio.h>
 
 #include "passes/passes.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 #include "runtime/init.h"
-#include "runtime/optim.h"
+#include "runtime/cpu/cpu_optim.h"
 
 typedef struct TrainOptions {
     RematMode checkpoint;      /* what the backward recomputes instead of keeping */

@@ -3,7 +3,7 @@
  * wrap-around, dtype_round's conversions), f16/bf16 as 16-bit patterns (no CUDA header
  * needed, so NVRTC runs without the toolkit's includes), Philox4x32-10 bit-identical to
  * ir/rng.c, and block reductions. */
-#include "codegen/cuda/prelude.h"
+#include "codegen/cuda/device_helpers.h"
 
 const char cuda_prelude[] =
     "typedef unsigned short coil_h16;\n"

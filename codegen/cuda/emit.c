@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "codegen/cuda/cuda.h"
-#include "codegen/cuda/prelude.h"
+#include "codegen/cuda/device_helpers.h"
 
 typedef struct Emit {
     Text t;

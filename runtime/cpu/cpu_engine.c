@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "codegen/index_bounds.h"
-#include "runtime/engine.h"
-#include "runtime/gemm.h"
-#include "runtime/gemm_tiled.h"
+#include "runtime/cpu/cpu_engine.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/gemm_tiled.h"
 #include "runtime/pool.h"
 
 #define ARENA_ALIGN 64

@@ -4,7 +4,7 @@
 #define COIL_RUNTIME_ENGINE_H
 
 #include "codegen/cpu/cpu.h"
-#include "runtime/gemm_tiled.h"
+#include "runtime/cpu/gemm_tiled.h"
 #include "runtime/trace.h"
 
 typedef struct Engine Engine;

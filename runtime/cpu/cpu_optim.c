@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/optim.h"
+#include "runtime/cpu/cpu_optim.h"
 #include "runtime/pool.h"
 
 /* Elements per chunk of the parallel passes: large enough that waking a thread is cheap

@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 #include "base/hash.h"
-#include "include/coil/coil.h"
-#include "runtime/tune_cpu.h"
+#include "runtime/cpu/cpu_tune.h"
 
 #define MAX_TOUCHED 32          /* buffers a step writes, or weights it reads */
 #define ROTATE_COPIES 3

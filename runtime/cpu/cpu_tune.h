@@ -5,7 +5,7 @@
 #define COIL_RUNTIME_TUNE_CPU_H
 
 #include "codegen/autotune/steps.h"
-#include "runtime/engine.h"
+#include "runtime/cpu/cpu_engine.h"
 
 /* Tune the engine's steps at the sizes of its latest run (engine_run first; the steps
  * then run once more, in order, so each is measured on the values it really reads).

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/gemm.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/pool.h"
 
 #ifdef COIL_HAVE_OPENBLAS /* set by CMake for this file alone (-DCOIL_OPENBLAS=ON) */
@@ -20,7 +20,7 @@
 #else
 #include <stdatomic.h>
 
-#include "runtime/sgemm.h"
+#include "runtime/cpu/sgemm.h"
 #endif
 
 /* One operand at concrete sizes: element (r, c) of batch offset `off` is at

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/gemm_tiled.h"
+#include "runtime/cpu/gemm_tiled.h"
 
 /* Blocking, measured on Sapphire Rapids (48 KiB L1d, 2 MiB L2 per core) with the 4 x 6 dot
  * and 12 x 32 broadcast tiles (tools/gemm_bench.c). A dot tile reduces its accumulators

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
-#include "runtime/peak.h"
+#include "runtime/cpu/peak.h"
 
 #define NACC 12
 

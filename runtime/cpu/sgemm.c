@@ -7,7 +7,7 @@
  * L2 while every row of the caller's range passes over it, and a C row segment (1 KiB) in L1
  * while KC panel rows are added to it. Threads take contiguous ranges of C's rows, each
  * packing its own panels (their cost is 1/rows of the arithmetic). */
-#include "runtime/sgemm.h"
+#include "runtime/cpu/sgemm.h"
 
 #include "runtime/pool.h"
 

@@ -10,9 +10,9 @@
 
 #include "codegen/cuda/cuda.h"
 #include "codegen/cuda/libs.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/cuda_engine.h"
-#include "runtime/cuda_plan.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_mapping.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)

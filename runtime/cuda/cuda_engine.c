@@ -13,9 +13,9 @@
 #include "base/log.h"
 #include "codegen/cuda/cuda.h"
 #include "codegen/index_bounds.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/cuda_engine.h"
-#include "runtime/cuda_plan.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_mapping.h"
 
 #define DEV_ALIGN PLAN_ALIGN_GPU /* cuMemAlloc's, kept for every buffer and temporary */
 #define WORKSPACE_BYTES (32ll << 20)   /* cuBLAS/cuBLASLt workspace: NVIDIA's advice for Hopper */

@@ -8,7 +8,7 @@
 #define COIL_RUNTIME_CUDA_ENGINE_H
 
 #include "codegen/cuda/cuda.h"
-#include "runtime/engine.h"
+#include "runtime/cpu/cpu_engine.h"
 
 /* ---------------------------------------------------------------- the device */
 

@@ -9,8 +9,8 @@
 
 #include "base/log.h"
 #include "codegen/cuda/cuda.h"
-#include "runtime/cuda_engine.h"
-#include "runtime/cuda_plan.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_mapping.h"
 
 #define PACK_ALIGN 256 /* cuMemAlloc's alignment: the fastest cuBLAS kernels want it */
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "codegen/cuda/cuda.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/cuda_optim.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_optim.h"
 
 #define ALIGN 256
 

@@ -2,7 +2,7 @@
  * decides for them without a GPU: the chunk list and the rounded hyper-parameters. */
 #include <math.h>
 
-#include "runtime/cuda_optim.h"
+#include "runtime/cuda/cuda_optim.h"
 
 _Static_assert(OPT_ADAMW == 0 && OPT_SGD == 1 && OPT_LION == 2,
                "the kernels' kind numbers are OptKind's");

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cuda_driver.h"
-#include "runtime/tune_cuda.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_tune.h"
 
 #define MAX_TOUCHED 32
 #define FLUSH_BYTES (256ll << 20) /* more than any GPU's L2 (H100: 50 MB) */

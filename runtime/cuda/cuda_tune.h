@@ -8,7 +8,7 @@
 #define COIL_RUNTIME_TUNE_CUDA_H
 
 #include "codegen/autotune/steps.h"
-#include "runtime/cuda_engine.h"
+#include "runtime/cuda/cuda_engine.h"
 
 /* Tune the engine's steps at the sizes of its latest run (cuda_engine_run first). A zero
  * budget: 10 runs and 5 ms of GPU time at least, 100 runs at most. */

@@ -2,8 +2,8 @@
  * of how many algorithms cuBLASLt offers), so they are tested without a GPU. */
 #include <string.h>
 
-#include "runtime/cuda_plan.h"
-#include "runtime/tune_cuda.h"
+#include "runtime/cuda/cuda_mapping.h"
+#include "runtime/cuda/cuda_tune.h"
 
 enum { K_THREADS, K_ITEMS, K_WAVES, K_PATH, K_ALGO, K_EPI, K_COUNT };
 

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/cuda_engine.h"
-#include "runtime/cuda_optim.h"
-#include "runtime/tune_cuda.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_optim.h"
+#include "runtime/cuda/cuda_tune.h"
 
 static const char why[] = "this coil was built without the CUDA toolkit's headers "
                           "(/usr/local/cuda/include): install the toolkit and rebuild";

@@ -11,9 +11,9 @@
  * checkpoints train_run writes at start-up, sealed and not, so they have the current format. */
 #include <stdint.h>
 
-#include "runtime/npy.h"
-#include "runtime/safetensors.h"
-#include "runtime/train.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "train/train.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
 

@@ -3,7 +3,7 @@
  * an accepted model must lower to a graph that verifies and round-trips as IR text. */
 #include <stdint.h>
 
-#include "frontend/lower.h"
+#include "frontend/to_graph.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -12,7 +12,7 @@
 
 #include "codegen/cuda/cuda.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/unit/differential.h"
 

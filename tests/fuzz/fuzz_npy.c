@@ -3,7 +3,7 @@
  * its header promised, and writes and reads back as the same dtype, shape and bytes. */
 #include <stdint.h>
 
-#include "runtime/npy.h"
+#include "io/npy.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
 

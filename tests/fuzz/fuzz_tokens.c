@@ -4,7 +4,7 @@
  * every batch holds tokens below the vocabulary with the targets the tokens shifted by one. */
 #include <stdint.h>
 
-#include "runtime/data.h"
+#include "train/data.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
 

@@ -10,7 +10,7 @@
 #include "check.h"
 #include "codegen/autotune/tuner.h"
 #include "frontend/frontend.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 #include "runtime/init.h"
 
 /* ---------------------------------------------------------------- the search */

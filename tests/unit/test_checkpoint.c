@@ -14,8 +14,8 @@
 #include "check.h"
 #include "codegen/cpu/cpu.h"
 #include "coil_beside.h"
-#include "runtime/safetensors.h"
-#include "runtime/train.h"
+#include "io/safetensors.h"
+#include "train/train.h"
 
 #define MODEL "examples/tiny.cir"
 #define CKPT "checkpoint.safetensors"

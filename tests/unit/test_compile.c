@@ -11,7 +11,7 @@
 #include "check.h"
 #include "op_cases.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 
 /* Lowering alone: the program through the loop evaluator, after the CPU's passes or the
  * CUDA backend's (attention kept whole, as one step). */

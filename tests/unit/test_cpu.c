@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "codegen/cpu/cpu.h"
-#include "runtime/peak.h"
+#include "runtime/cpu/peak.h"
 
 /* ---------------------------------------------------------------- building programs */
 

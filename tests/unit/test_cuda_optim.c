@@ -15,9 +15,9 @@
 #include "codegen/cuda/cuda.h"
 #include "emu_build.h"
 #include "frontend/frontend.h"
-#include "runtime/compiled.h"
-#include "runtime/cuda_optim.h"
-#include "runtime/train.h"
+#include "pipeline/pipeline.h"
+#include "runtime/cuda/cuda_optim.h"
+#include "train/train.h"
 
 #define NT 4
 static const int64_t shapes[NT][2] = {{1, 0}, {3, 0}, {10, 100}, {700, 100}};

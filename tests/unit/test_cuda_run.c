@@ -18,10 +18,10 @@
 #include "codegen/lower.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
-#include "runtime/cuda_engine.h"
-#include "runtime/cuda_plan.h"
-#include "runtime/tune_cuda.h"
+#include "pipeline/pipeline.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_mapping.h"
+#include "runtime/cuda/cuda_tune.h"
 
 #define FIXTURE_DIR "tests/models/ops"
 

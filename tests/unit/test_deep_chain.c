@@ -15,7 +15,7 @@
 #include "codegen/lower.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 
 enum { ROWS = 4, COLS = 16 };
 

@@ -10,7 +10,7 @@
 #include "check.h"
 #include "differential.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
+#include "pipeline/pipeline.h"
 
 static bool run_compiled(const Graph *g, const Data *d, CompileOptions o, const char *how,
                          uint64_t seed)

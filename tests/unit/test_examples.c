@@ -8,7 +8,7 @@
 #include "check.h"
 #include "frontend/frontend.h"
 #include "runtime/init.h"
-#include "runtime/summary.h"
+#include "ir/summary.h"
 
 typedef struct Example {
     const char *path;

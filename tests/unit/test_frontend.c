@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "frontend/lower.h"
+#include "frontend/to_graph.h"
 
 static Graph *compile(const char *text, const FeOptions *o, Err *e)
 {

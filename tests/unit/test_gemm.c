@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "runtime/gemm.h"
+#include "runtime/cpu/gemm.h"
 
 /* One operand's storage: rows x cols, stored transposed or not, with `step` between
  * consecutive elements of a stored row and `pad` extra elements per stored row. */

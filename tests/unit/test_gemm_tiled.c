@@ -10,8 +10,8 @@
 #include "check.h"
 
 #ifdef COIL_HAVE_LLVM
-#include "runtime/gemm.h"
-#include "runtime/gemm_tiled.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/gemm_tiled.h"
 #include "ukernel_jit.h"
 
 /* The TileFns find C's row length and the bias buffer through symbols no Dim uses. */

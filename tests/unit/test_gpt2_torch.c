@@ -5,8 +5,8 @@
 
 #include "check.h"
 #include "frontend/frontend.h"
-#include "runtime/npy.h"
-#include "runtime/safetensors.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
 
 #define DIR "tests/models/gpt2/"
 

@@ -18,9 +18,9 @@
 #include "frontend/frontend.h"
 #include "op_cases.h"
 #include "retype_cases.h"
-#include "runtime/compiled.h"
-#include "runtime/cuda_engine.h"
-#include "runtime/tune_cuda.h"
+#include "pipeline/pipeline.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_tune.h"
 
 /* ---------------------------------------------------------------- running cases */
 

@@ -13,8 +13,8 @@
 #include "codegen/lower.h"
 #include "emu_build.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
-#include "runtime/cuda_plan.h"
+#include "pipeline/pipeline.h"
+#include "runtime/cuda/cuda_mapping.h"
 
 static Graph *parse(const char *name, const char *text)
 {

@@ -6,7 +6,7 @@
 
 #include "base/json.h"
 #include "check.h"
-#include "runtime/safetensors.h"
+#include "io/safetensors.h"
 
 enum { NKEYS = 100000 };
 

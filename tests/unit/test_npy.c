@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/npy.h"
+#include "io/npy.h"
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)

@@ -5,7 +5,7 @@
 
 #include "check.h"
 #include "passes/passes.h"
-#include "runtime/npy.h"
+#include "io/npy.h"
 
 #define FIXTURE_DIR "tests/models/ops"
 

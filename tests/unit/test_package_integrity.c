@@ -14,9 +14,9 @@
 #include "base/sha256.h"
 #include "check.h"
 #include "codegen/cpu/cpu.h"
-#include "runtime/npy.h"
-#include "runtime/package.h"
-#include "runtime/safetensors.h"
+#include "io/npy.h"
+#include "io/package.h"
+#include "io/safetensors.h"
 
 #define MODEL "examples/tiny.cir"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "runtime/engine.h"
+#include "runtime/cpu/cpu_engine.h"
 
 #define MAXBUF 64
 

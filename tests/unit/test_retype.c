@@ -11,8 +11,8 @@
 #include "op_cases.h"
 #include "passes/passes.h"
 #include "retype_cases.h"
-#include "runtime/compiled.h"
-#include "runtime/safetensors.h"
+#include "pipeline/pipeline.h"
+#include "io/safetensors.h"
 
 static Graph *parse(const char *text)
 {

@@ -8,8 +8,8 @@
 
 #include "check.h"
 #include "passes/passes.h"
-#include "runtime/compiled.h"
-#include "runtime/npy.h"
+#include "pipeline/pipeline.h"
+#include "io/npy.h"
 
 #define P 0.25
 #define ROWS 8

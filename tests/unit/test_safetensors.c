@@ -5,7 +5,7 @@
 
 #include "base/json.h"
 #include "check.h"
-#include "runtime/safetensors.h"
+#include "io/safetensors.h"
 
 #define FIXTURE "tests/models/safetensors/fixture.safetensors"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "runtime/sgemm.h"
+#include "runtime/cpu/sgemm.h"
 
 typedef struct Shape {
     int64_t m, n, k;

@@ -4,7 +4,7 @@
 
 #include "check.h"
 #include "ir/dot.h"
-#include "runtime/summary.h"
+#include "ir/summary.h"
 
 /* x: f32[B,4] -> hidden = relu(x @ w + b), total = sum(hidden, axes=[1]). */
 static Graph *small_mlp(void)

@@ -14,9 +14,9 @@
 #include "coil_beside.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/npy.h"
-#include "runtime/safetensors.h"
-#include "runtime/train.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "train/train.h"
 
 #define DIR "tests/models/gpt2/"
 #define TEXT "/usr/share/common-licenses/GPL-3"
