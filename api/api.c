@@ -16,6 +16,7 @@
 #include "pipeline/pipeline.h"
 #include "runtime/init.h"
 #include "io/safetensors.h"
+#include "runtime/device.h"
 
 _Static_assert(COIL_F32 == (int)DT_F32 && COIL_F16 == (int)DT_F16 && COIL_BF16 == (int)DT_BF16 &&
                    COIL_I8 == (int)DT_I8 && COIL_I32 == (int)DT_I32 && COIL_I64 == (int)DT_I64 &&
@@ -35,7 +36,7 @@ struct coil_model {
     Tensor *params; /* graph_params order; data is NULL until the parameter has a value */
     bool interpret;
     int threads;
-    const char *device; /* "cpu" or "cuda" (static strings) */
+    const Device *device; /* runtime/device.h */
     Compiled *compiled; /* made at the first coil_run */
     uint64_t rng_step;  /* coil_set_rng_step */
 };
@@ -244,9 +245,9 @@ static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error 
             return fail(err, COIL_ERR_USAGE, "coil_options: override %d is '%s', expected "
                         "name=value", i, s ? s : "(null)");
     }
-    if (opt->device && strcmp(opt->device, "cpu") != 0 && strcmp(opt->device, "cuda") != 0)
-        return fail(err, COIL_ERR_USAGE, "coil_options: device '%s', expected \"cpu\" or "
-                    "\"cuda\"", opt->device);
+    if (opt->device && !device_find(opt->device))
+        return fail(err, COIL_ERR_USAGE, "coil_options: device '%s', expected %s", opt->device,
+                    device_names());
     *mo = (ModelOptions){opt->overrides, opt->noverrides, opt->training, opt->seed};
     return true;
 }
@@ -257,11 +258,11 @@ static coil_model *loaded(Graph *g, const coil_options *opt, Err *e, coil_error 
     if (!m)
         fail_err(err, e);
     if (m)
-        m->device = "cpu";
+        m->device = device_cpu();
     if (m && opt) {
         m->interpret = opt->interpret;
         m->threads = opt->threads > 0 ? opt->threads : 0;
-        m->device = opt->device && strcmp(opt->device, "cuda") == 0 ? "cuda" : "cpu";
+        m->device = device_find(opt->device); /* checked by the options */
     }
     return m;
 }

@@ -18,6 +18,7 @@
 #include "codegen/cuda/cuda.h"
 #include "passes/passes.h"
 #include "io/package.h"
+#include "runtime/device.h"
 
 #define MANIFEST "manifest.json"
 /* The manifest's own checksum: the last member, over every byte of the lines before it. */
@@ -423,7 +424,7 @@ static bool check_required(const Manifest *m, const char *path, Err *e)
 {
     char cubin[FILE_NAME + 64];
     snprintf(cubin, sizeof cubin, "kernels.%s.cubin", m->target);
-    bool cuda = strcmp(m->device, "cuda") == 0;
+    bool cuda = device_find(m->device)->gpu; /* check_manifest found it */
     const char *need[] = {"model.cir", "program.loop", "plan.json", cuda ? "kernels.cu" : "kernels.o",
                           cuda ? cubin : NULL};
     for (size_t i = 0; i < sizeof need / sizeof *need; i++)
@@ -441,8 +442,9 @@ static bool check_manifest(const Json *m, const char *path, Manifest *out, Err *
         !get_string(m, "device", path, out->device, sizeof out->device, e) ||
         !get_string(m, "target", path, out->target, sizeof out->target, e))
         return false;
-    if (strcmp(out->device, "cpu") != 0 && strcmp(out->device, "cuda") != 0) {
-        err_set(e, ERR_INPUT, "%s: \"device\" is \"%s\": expected cpu or cuda", path, out->device);
+    if (!device_find(out->device)) {
+        err_set(e, ERR_INPUT, "%s: \"device\" is \"%s\": expected %s", path, out->device,
+                device_names());
         return false;
     }
     if (!plain_name(out->target)) {
@@ -578,16 +580,16 @@ Compiled *package_load(const char *dir, const Graph *g, const CompileOptions *o,
     /* checked again here, just before the code is mapped or the cubin loaded */
     if (!read_manifest(dir, &m, e))
         return NULL;
-    const char *want = o->device ? o->device : "cpu";
-    if (strcmp(m.device, want) != 0) {
+    const Device *want = o->device ? o->device : device_cpu(), *made = device_find(m.device);
+    if (made != want) {
         err_set(e, ERR_INPUT, "%s: compiled for %s (%s), not for %s: run it with --device %s, "
-                "or compile the model again", dir, m.device, m.target, want, m.device);
+                "or compile the model again", dir, m.device, m.target, want->name, m.device);
         return NULL;
     }
     CompileOptions lo = *o;
     lo.no_fusion = m.no_fusion;
     lo.no_llvm = false;
-    if (strcmp(m.device, "cuda") == 0) {
+    if (made->gpu) {
         snprintf(cubin_name, sizeof cubin_name, "kernels.%s.cubin", m.target);
         path_in(object, sizeof object, dir, cubin_name);
         lo.cuda.cubin = object;

@@ -71,35 +71,22 @@ static Engine *engine_for(Compiled *c, const CompileOptions *o, Err *e)
     return en;
 }
 
-/* The devices a model compiles for, by CompileOptions.device. */
-typedef enum Device { DEVICE_CPU, DEVICE_CUDA } Device;
-static const struct {
-    const char *name;
-    Device dev;
-} devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
-
-static bool cuda_here(Err *e)
+static bool device_here(const Device *dev, Err *e)
 {
     const char *why;
-    if (cuda_driver_available(&why))
+    if (dev->available(&why))
         return true;
-    err_set(e, ERR_INPUT, "cannot compile for cuda: %s", why);
+    err_set(e, ERR_INPUT, "cannot compile for %s: %s", dev->name, why);
     return false;
 }
 
-/* The device o asks for, or false with the reason it cannot be compiled for here. With
+/* The device o asks for, or NULL with the reason it cannot be compiled for here. With
  * a debug directory a missing GPU is reported later, in compile_cuda, once the stages
  * that need none (up to the CUDA C) are written. */
-static bool pick_device(const CompileOptions *o, bool debug, Device *dev, Err *e)
+static const Device *pick_device(const CompileOptions *o, bool debug, Err *e)
 {
-    const char *name = o->device ? o->device : "cpu";
-    for (size_t i = 0; i < sizeof devices / sizeof *devices; i++)
-        if (strcmp(name, devices[i].name) == 0) {
-            *dev = devices[i].dev;
-            return *dev != DEVICE_CUDA || debug || cuda_here(e);
-        }
-    err_set(e, ERR_USAGE, "unknown device '%s' (cpu or cuda)", name);
-    return false;
+    const Device *dev = o->device ? o->device : device_cpu();
+    return debug || device_here(dev, e) ? dev : NULL;
 }
 
 /* max-autotune: the cache opened now (a corrupt one warns and starts empty), the tuning
@@ -180,7 +167,7 @@ static bool trace_gpu_setup(Compiled *c, const CompileOptions *o, Err *e)
 static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
 {
     compile_debug_cuda(c->debug, c->p);
-    if (c->debug && !cuda_here(e))
+    if (c->debug && !device_here(o->device, e))
         return false; /* pick_device left it until the CUDA C was written */
     double t0 = clock_seconds();
     CudaEngineOptions co = o->cuda;
@@ -220,8 +207,8 @@ static bool lower(Compiled *c, const CompileOptions *o, Err *e)
 static Compiled *compile_lowered(Graph *g, const CompileOptions *o, CompileDebug *debug,
                                  Err *e)
 {
-    Device dev;
-    Compiled *c = pick_device(o, debug != NULL, &dev, e) ? calloc(1, sizeof *c) : NULL;
+    const Device *dev = pick_device(o, debug != NULL, e);
+    Compiled *c = dev ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         graph_free(g);
         compile_debug_free(debug);
@@ -231,7 +218,7 @@ static Compiled *compile_lowered(Graph *g, const CompileOptions *o, CompileDebug
     }
     c->g = g, c->debug = debug;
     bool ok = lower(c, o, e) &&
-              (dev == DEVICE_CUDA ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
+              (dev->gpu ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
     if (ok) {
         compile_debug_times(c->debug);
         return c;
@@ -268,18 +255,11 @@ static bool same_params(const Graph *a, const Graph *b, Err *e)
     return ok;
 }
 
-/* The passes a device's code generator wants: the GPU keeps attention whole (one fused
- * kernel), the CPU decomposes it into GEMMs and a softmax. */
+/* The passes the device's code generator wants (runtime/device.h). */
 static const char *pipeline_for(const CompileOptions *o)
 {
-    return o && o->device && strcmp(o->device, "cuda") == 0 ? pass_pipeline_cuda : pass_pipeline;
+    return *(o && o->device ? o->device : device_cpu())->passes;
 }
-
-/* Padding to whole AVX-512 vectors of f32 (what the CPU's kernels would prefer, if any),
- * or to 8 elements (16 bytes of f16/bf16: what tensor cores and cuBLAS's aligned kernels
- * want on a GPU). */
-#define CPU_PAD_MULTIPLE 16
-#define CUDA_PAD_MULTIPLE 8
 
 static bool padding_tuned(const CompileOptions *o)
 {
@@ -288,7 +268,7 @@ static bool padding_tuned(const CompileOptions *o)
 
 static int pad_multiple(const CompileOptions *o)
 {
-    return o->device && strcmp(o->device, "cuda") == 0 ? CUDA_PAD_MULTIPLE : CPU_PAD_MULTIPLE;
+    return (o->device ? o->device : device_cpu())->pad_multiple;
 }
 
 /* The passes the pipeline runs, each graph written when debugging. */
@@ -451,8 +431,8 @@ bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, 
     if (p)
         compile_debug_lowered(debug, g, &f, p);
     fuse_free(&f);
-    bool gpu = o->device && strcmp(o->device, "cuda") == 0;
-    bool ok = p && plan_memory_aligned(p, sb, gpu ? PLAN_ALIGN_GPU : 0, plan, e);
+    int align = (o->device ? o->device : device_cpu())->plan_align;
+    bool ok = p && plan_memory_aligned(p, sb, align, plan, e);
     if (ok)
         compile_debug_plan(debug, p, sb, plan);
     compile_debug_free(debug);

@@ -10,6 +10,7 @@
 #include "runtime/cuda/cuda_engine.h"
 #include "runtime/cpu/cpu_engine.h"
 #include "runtime/cpu/cpu_tune.h"
+#include "runtime/device.h"
 
 /* What a compile optimises for (--mode): the heuristics alone; the same with CUDA graphs
  * (a GPU's launch overhead gone; on the CPU the same as default); or every kernel's
@@ -30,10 +31,10 @@ typedef struct CompileOptions {
     CpuOptions cpu;
     const char *object;  /* load this object file (a package's) instead of running LLVM */
     bool profile;        /* time each step (compiled_step_seconds) */
-    const char *device;  /* NULL or "cpu": this CPU; "cuda": an NVIDIA GPU (kernels through
-                            NVRTC for its architecture, GEMMs on cuBLAS); where no GPU can
-                            run, compiling fails with the reason */
-    CudaEngineOptions cuda; /* with device "cuda" (profile above sets its profile) */
+    const Device *device;/* NULL or the CPU: this CPU; the GPU: an NVIDIA GPU (kernels through
+                            NVRTC for its architecture, GEMMs on cuBLAS); where it is not
+                            available, compiling fails with the reason (runtime/device.h) */
+    CudaEngineOptions cuda; /* on a GPU (profile above sets its profile) */
     bool optimised;      /* the graph has been through the passes already (a rematerialised
                             joint graph: CSE would merge its recomputations back) */
     CompileMode mode;

@@ -159,7 +159,7 @@ static void pad_key(const Graph *g, int node, const SymBind *sb, const char *dev
 /* The device as the cache keys it: the CPU and threads, or the GPU (as tune_cuda does). */
 static bool pad_device(const CompileOptions *o, char *buf, size_t n, Err *e)
 {
-    if (!(o->device && strcmp(o->device, "cuda") == 0)) {
+    if (!(o->device && o->device->gpu)) {
         tune_cpu_device(buf, n, o->threads > 0 ? o->threads : pool_default_threads());
         return true;
     }

@@ -9,6 +9,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "io/package.h"
+#include "runtime/device.h"
 #include "runtime/pool.h"
 #include "tools/cli.h"
 
@@ -342,12 +343,15 @@ Graph *load_model(const Args *a, uint64_t seed, Err *e)
     return in_dtype(model_load(a->model, &opt, e), a, e);
 }
 
-bool device_is_cuda(const Args *a) { return a->device && strcmp(a->device, "cuda") == 0; }
+/* --device's Device (NULL when it names none: check_device says so). */
+static const Device *args_device(const Args *a) { return device_find(a->device); }
+
+bool device_is_cuda(const Args *a) { return args_device(a) && args_device(a)->gpu; }
 
 int check_device(const Command *cmd, const Args *a)
 {
-    if (a->device && !device_is_cuda(a) && strcmp(a->device, "cpu") != 0)
-        return usage_error(cmd, "--device %s: expected cpu or cuda", a->device);
+    if (!args_device(a))
+        return usage_error(cmd, "--device %s: expected %s", a->device, device_names());
     const char *gpu_only = a->graphs ? "--cuda-graphs" : a->tf32 ? "--allow-tf32" : a->arch ? "--arch" : NULL;
     if (gpu_only && !device_is_cuda(a))
         return usage_error(cmd, "%s applies to --device cuda", gpu_only);
@@ -366,7 +370,7 @@ CompileOptions compile_options(const Args *a, int threads)
     if (a->mode)
         compile_mode_parse(a->mode, &mode);
     return (CompileOptions){.no_fusion = a->no_fusion, .blas_gemm = a->blas, .threads = threads,
-                            .device = a->device,
+                            .device = args_device(a),
                             .cuda = {.graphs = a->graphs, .allow_tf32 = a->tf32},
                             .mode = mode, .tune_cache = a->cache,
                             .tune_progress = isatty(STDERR_FILENO)};

@@ -856,7 +856,7 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
  * tracing of compiled_run does not see: refused rather than a trace with no steps. */
 static bool check_trace(const TrainOptions *o, Err *e)
 {
-    bool gpu = o->compile.device && strcmp(o->compile.device, "cuda") == 0;
+    bool gpu = o->compile.device && o->compile.device->gpu;
     if (o->trace && gpu)
         err_set(e, ERR_USAGE, "--trace %s: not yet for --device cuda (its training steps run "
                 "resident on the GPU, untraced): trace the same run on the CPU, or a model's "
@@ -902,7 +902,7 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     }
     if (ok && o->narray > 0)
         ok = open_arrays(&r, data_pos, e);
-    bool gpu = o->compile.device && strcmp(o->compile.device, "cuda") == 0;
+    bool gpu = o->compile.device && o->compile.device->gpu;
     r.peak = o->peak_gflops > 0 ? o->peak_gflops
              : gpu              ? 0 /* a GPU's peak depends on the dtype: --peak gives it */
                                 : peak_fma_gflops(o->compile.threads > 0 ? o->compile.threads

@@ -17,6 +17,7 @@
 #include "frontend/frontend.h"
 #include "pipeline/pipeline.h"
 #include "runtime/cuda/cuda_optim.h"
+#include "runtime/device.h"
 #include "train/train.h"
 
 #define NT 4
@@ -402,7 +403,7 @@ static void gpu_against_host(const Scenario *s)
 {
     Err e = {0};
     Graph *g = grad_graph();
-    CompileOptions co = {.device = "cuda"};
+    CompileOptions co = {.device = device_find("cuda")};
     Compiled *c = compile_graph(g, &co, &e);
     Tensor hp[NT], hg[NT], dp[NT], in[NT], out[NT + 1] = {{0}};
     alloc_set(hp), alloc_set(hg), alloc_set(dp), alloc_set(in);
@@ -464,7 +465,7 @@ static void gpu_train(void)
                           .data_width = 1, .seed = 5,
                           .opt = {OPT_ADAMW, 0.9, 0.95, 1e-8, 0, 0.1, 1.0, 2, NULL, 0},
                           .lr = {3e-3, 3e-4, 10, 400}, .save = a,
-                          .compile = {.device = "cuda"}, .out = stdout};
+                          .compile = {.device = device_find("cuda")}, .out = stdout};
         TrainOptions first = o, rest = o;
         first.steps = 10, first.save = rest.save = b, rest.resume = true;
         TrainResult r, r0;

@@ -22,6 +22,7 @@
 #include "runtime/cuda/cuda_engine.h"
 #include "runtime/cuda/cuda_mapping.h"
 #include "runtime/cuda/cuda_tune.h"
+#include "runtime/device.h"
 
 #define FIXTURE_DIR "tests/models/ops"
 
@@ -791,18 +792,20 @@ static void test_compile_device(void)
     Err e = {0};
     const char *why;
     Graph *g = ir_parse_file("examples/tiny.cir", &e);
-    CompileOptions o = {.device = "tpu"};
-    CHECK(g && !compile_graph(g, &o, &e) && e.code == ERR_USAGE);
+    CompileOptions o = {0};
+    CHECK(!device_find("tpu") && !device_parse("tpu", &e) && e.code == ERR_USAGE);
     CHECK_STR(e.msg, "unknown device 'tpu' (cpu or cuda)");
+    CHECK(device_find(NULL) == device_cpu() && device_find("cpu") == device_cpu());
+    CHECK(device_find("cuda") && device_find("cuda")->gpu && !device_cpu()->gpu);
     if (g && !cuda_driver_available(&why)) {
         char want[1100];
         snprintf(want, sizeof want, "cannot compile for cuda: %s", why);
         e = (Err){0};
-        o.device = "cuda";
+        o.device = device_find("cuda");
         CHECK(!compile_graph(g, &o, &e));
         CHECK_STR(e.msg, want);
     }
-    o.device = "cpu";
+    o.device = device_cpu();
     e = (Err){0};
     Compiled *c = g ? compile_graph(g, &o, &e) : NULL;
     CHECK(c && c->en && !c->cu && compiled_plan(c) == NULL);

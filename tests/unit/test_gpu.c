@@ -21,6 +21,7 @@
 #include "pipeline/pipeline.h"
 #include "runtime/cuda/cuda_engine.h"
 #include "runtime/cuda/cuda_tune.h"
+#include "runtime/device.h"
 
 /* ---------------------------------------------------------------- running cases */
 
@@ -63,14 +64,14 @@ static void done(Runner *r, const char *name, int failures_before)
 
 /* What every case compiles with: the GPU, or with --cpu this machine's CPU (a dry run of
  * the stages' own logic where no GPU is, the GPU's statistics unchecked). */
-static CompileOptions gpu = {.device = "cuda"};
+static CompileOptions gpu; /* .device: set by main (the GPU, or the CPU with --cpu) */
 
 static bool on_gpu(const Compiled *c) { return c && c->cu; }
 
 /* The passes the device's code generator wants (the GPU keeps attention whole). */
 static const char *device_pipeline(void)
 {
-    return strcmp(gpu.device, "cuda") == 0 ? pass_pipeline_cuda : pass_pipeline;
+    return *gpu.device->passes;
 }
 
 /* ---------------------------------------------------------------- models */
@@ -536,7 +537,7 @@ static void oom_case(void)
         "  %s = sum %p {axes=[0,1]} : f32[]\n  return %s\n}\n";
     CudaDeviceInfo d;
     Err e = {0};
-    if (strcmp(gpu.device, "cuda") != 0) {
+    if (!gpu.device->gpu) {
         printf("     not on a CPU: this machine's memory is the host's\n");
         return;
     }
@@ -640,7 +641,7 @@ static void run_stage(const Stage *st, Runner base, const char *no_gpu)
 {
     Runner r = base;
     r.stage = st->name;
-    r.gpu = !no_gpu && strcmp(gpu.device, "cuda") == 0;
+    r.gpu = !no_gpu && gpu.device->gpu;
     if (no_gpu && st->run != stage_devices) {
         printf("stage %s: skipped: no GPU (%s)\n", st->name, no_gpu);
         return;
@@ -662,6 +663,7 @@ int main(int argc, char **argv)
 {
     Runner base = {.argv0 = argv[0], .nshards = 1, .random = 100};
     bool chosen[NSTAGE] = {false}, any = false;
+    gpu.device = device_find("cuda");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--list") == 0) {
@@ -677,7 +679,7 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--random") == 0 && i + 1 < argc) {
             base.random = atoi(argv[++i]);
         } else if (strcmp(a, "--cpu") == 0) {
-            gpu = (CompileOptions){.device = "cpu", .threads = 2};
+            gpu = (CompileOptions){.device = device_cpu(), .threads = 2};
         } else if (strcmp(a, "all") == 0) {
             for (int s = 0; s < NSTAGE; s++)
                 chosen[s] = any = true;
@@ -693,7 +695,7 @@ int main(int argc, char **argv)
         }
     }
     const char *why = NULL;
-    bool have_gpu = strcmp(gpu.device, "cpu") == 0 || cuda_driver_available(&why);
+    bool have_gpu = !gpu.device->gpu || gpu.device->available(&why);
     for (int s = 0; s < NSTAGE; s++)
         if (!any || chosen[s])
             run_stage(&stages[s], base, have_gpu ? NULL : why);
