@@ -7,16 +7,25 @@
 #include "passes/passes.h"
 
 const Pass pass_table[] = {
-    {"verify", pass_verify, "check SSA order, operand counts, attributes and types"},
-    {"fold", pass_fold, "evaluate nodes whose operands are all constants (and x*1, x/1, x-0)"},
-    {"cse", pass_cse, "merge nodes computing the same op on the same operands"},
-    {"dce", pass_dce, "remove nodes no output depends on (inputs and params stay)"},
-    {"decompose", pass_decompose, "replace composite ops (softmax, attention, ...) by primitives"},
+    {"verify", pass_verify, "check SSA order, operand counts, attributes and types", NULL, NULL},
+    {"fold", pass_fold,
+     "evaluate nodes whose operands are all constants (and x*1, x/1, x-0)", NULL, NULL},
+    {"cse", pass_cse, "merge nodes computing the same op on the same operands", NULL, NULL},
+    {"dce", pass_dce, "remove nodes no output depends on (inputs and params stay)", NULL, NULL},
+    {"decompose", pass_decompose,
+     "replace composite ops (softmax, attention, ...) by primitives", NULL, NULL},
     {"decompose_fused", pass_decompose_fused,
-     "decompose, but keep attention whole (for the CUDA backend's fused kernel)"},
-    {"pad", pass_pad, "zero-pad matmul N and K to multiples of 16, slicing the result back"},
-    {"colsum", pass_colsum, "a sum over leading axes as a product with a row of ones (a GEMM)"},
-    {"autodiff", pass_autodiff, "the joint graph of output 'loss' and grad.<param> of every parameter"},
+     "decompose, but keep attention whole (for the CUDA backend's fused kernel)", NULL, NULL},
+    {"pad", pass_pad,
+     "zero-pad matmul N and K to multiples of 16, slicing the result back", NULL, NULL},
+    {"colsum", pass_colsum,
+     "a sum over leading axes as a product with a row of ones (a GEMM)", NULL, NULL},
+    {"autodiff", pass_autodiff,
+     "the joint graph of output 'loss' and grad.<param> of every parameter", NULL, NULL},
+    {"precision", NULL, "precision=bf16|f16: matmuls on operands cast to it (autocast)",
+     pass_precision_arg, "bf16 or f16"},
+    {"remat", NULL, "remat=auto|full: recompute forward values in the backward (a joint graph)",
+     pass_remat_arg, "auto or full"},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 
@@ -30,7 +39,7 @@ const Pass *pass_find(const char *name, size_t len)
 
 static void unknown_pass(const char *name, size_t len, Err *e)
 {
-    char valid[256] = "";
+    char valid[512] = "";
     size_t used = 0;
     for (int i = 0; i < pass_count && used < sizeof valid; i++)
         used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s", i ? ", " : "",
@@ -42,24 +51,52 @@ static void unknown_pass(const char *name, size_t len, Err *e)
                 valid);
 }
 
-/* Split list at commas into passes: their count, or -1 (e set) at the first unknown name. */
-static int parse_list(const char *list, const Pass **out, int cap, Err *e)
+/* One entry of a list: the pass and its argument (NAME=ARG), copied out of the list. */
+typedef struct PassItem {
+    const Pass *pass;
+    char arg[32]; /* "" when none */
+} PassItem;
+
+/* "NAME" or "NAME=ARG" (len bytes at p) as an item; false (e set) when the name is
+ * unknown or the argument is missing, unexpected or too long. */
+static bool parse_item(const char *p, size_t len, PassItem *it, Err *e)
+{
+    const char *eq = memchr(p, '=', len);
+    size_t nlen = eq ? (size_t)(eq - p) : len, alen = eq ? len - nlen - 1 : 0;
+    it->pass = pass_find(p, nlen);
+    if (!it->pass) {
+        unknown_pass(p, nlen, e);
+        return false;
+    }
+    const Pass *ps = it->pass;
+    if (!eq && !ps->run)
+        err_set(e, ERR_USAGE, "--passes: %s needs an argument: %s=ARG, ARG %s", ps->name,
+                ps->name, ps->args);
+    else if (eq && !ps->run_arg)
+        err_set(e, ERR_USAGE, "--passes: %s takes no argument ('%.*s')", ps->name, (int)len, p);
+    else if (alen >= sizeof it->arg || (eq && alen == 0))
+        err_set(e, ERR_USAGE, "--passes: %.*s: ARG must be %s", (int)len, p, ps->args);
+    if (!err_ok(e))
+        return false;
+    memcpy(it->arg, eq ? eq + 1 : "", alen);
+    it->arg[alen] = 0;
+    return true;
+}
+
+/* Split list at commas into items: their count, or -1 (e set) at the first bad one. */
+static int parse_list(const char *list, PassItem *out, int cap, Err *e)
 {
     int n = 0;
     if (!*list)
         return 0;
     for (const char *p = list;; p++) {
         size_t len = strcspn(p, ",");
-        const Pass *pass = pass_find(p, len);
-        if (!pass) {
-            unknown_pass(p, len, e);
-            return -1;
-        }
         if (n == cap) {
             err_set(e, ERR_USAGE, "--passes: more than %d passes in one list", cap);
             return -1;
         }
-        out[n++] = pass;
+        if (!parse_item(p, len, &out[n++], e))
+            return -1;
         p += len;
         if (!*p)
             return n;
@@ -71,19 +108,20 @@ const char pass_pipeline_cuda[] = "verify,decompose_fused,colsum,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {
-    const Pass *todo[256];
-    int n = parse_list(list ? list : "", todo, 256, e);
+    PassItem todo[128];
+    int n = parse_list(list ? list : "", todo, 128, e);
     for (int i = 0; i < n; i++) {
+        const Pass *pass = todo[i].pass;
         double t0 = clock_seconds();
-        Graph *next = todo[i]->run(*g, e);
+        Graph *next = todo[i].arg[0] ? pass->run_arg(*g, todo[i].arg, e) : pass->run(*g, e);
         if (!next)
             return false;
-        coil_log(LOG_INFO, "pass %s on '%s': %.3f ms, %d -> %d nodes", todo[i]->name,
-                 (*g)->name ? (*g)->name : "graph", (clock_seconds() - t0) * 1e3, (*g)->nnode,
-                 next->nnode);
+        coil_log(LOG_INFO, "pass %s%s%s on '%s': %.3f ms, %d -> %d nodes", pass->name,
+                 todo[i].arg[0] ? "=" : "", todo[i].arg, (*g)->name ? (*g)->name : "graph",
+                 (clock_seconds() - t0) * 1e3, (*g)->nnode, next->nnode);
         graph_free(*g);
         *g = next;
-        if (after && !after(*g, todo[i], ctx))
+        if (after && !after(*g, pass, ctx))
             return true;
     }
     return n >= 0;

@@ -7,11 +7,15 @@
 
 /* A pass: a new graph computing the same outputs, or NULL with e set. */
 typedef Graph *(*PassFn)(const Graph *g, Err *e);
+/* A pass that takes an argument, written NAME=ARG in a list ("precision=bf16"). */
+typedef Graph *(*PassArgFn)(const Graph *g, const char *arg, Err *e);
 
 typedef struct Pass {
     const char *name; /* as written in --passes=... */
-    PassFn run;
+    PassFn run;       /* NULL for a pass that needs its argument */
     const char *help; /* one line for --help */
+    PassArgFn run_arg;/* the pass given NAME=ARG (NULL: it takes none) */
+    const char *args; /* what ARG may be, for messages ("bf16 or f16") */
 } Pass;
 
 /* manager.c: the pass table, in pipeline order. */
@@ -82,6 +86,10 @@ Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e);
  * its product cast back to f32; everything else as it is. "f32", "bf16", "f16" parse. */
 bool precision_parse(const char *s, DType *dt);
 Graph *pass_mixed_precision(const Graph *g, DType low, Err *e);
+/* The pass table's forms, NAME=ARG: precision=bf16|f16; remat=auto|full with every symbol
+ * at 64 (nothing binds sizes in `coil opt`; training cuts at its own). */
+Graph *pass_precision_arg(const Graph *g, const char *arg, Err *e);
+Graph *pass_remat_arg(const Graph *g, const char *arg, Err *e);
 
 /* retype.c: the whole model in another float dtype, as PyTorch's model.to(dtype): every
  * value of dtype `from` (inputs, parameters, constants rounded, every op's result, casts'

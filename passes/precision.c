@@ -37,3 +37,14 @@ Graph *pass_mixed_precision(const Graph *g, DType low, Err *e)
     }
     return rewrite_end(&rw);
 }
+
+/* The pass table's precision=bf16|f16 (f32 is not a choice: it would change nothing). */
+Graph *pass_precision_arg(const Graph *g, const char *arg, Err *e)
+{
+    DType dt;
+    if (!precision_parse(arg, &dt) || dt == DT_F32) {
+        err_set(e, ERR_USAGE, "--passes: precision=%s: expected bf16 or f16", arg);
+        return NULL;
+    }
+    return pass_mixed_precision(g, dt, e);
+}

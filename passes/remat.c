@@ -278,3 +278,21 @@ bool remat_mode_parse(const char *s, RematMode *m)
         }
     return false;
 }
+
+/* Sizes for a cut made outside training (`coil opt --passes=remat=auto`), where nothing
+ * binds the graph's symbols: each is this. Training binds its --dim sizes instead. */
+#define REMAT_PASS_SIZE 64
+
+/* The pass table's remat=auto|full, on a joint graph (autodiff's). */
+Graph *pass_remat_arg(const Graph *g, const char *arg, Err *e)
+{
+    RematMode m;
+    if (!remat_mode_parse(arg, &m) || m == REMAT_NONE) {
+        err_set(e, ERR_USAGE, "--passes: remat=%s: expected auto or full", arg);
+        return NULL;
+    }
+    SymBind sb = {0};
+    for (int i = 0; i < g->nsym; i++)
+        sb.val[i] = REMAT_PASS_SIZE, sb.known[i] = true;
+    return pass_remat(g, m, &sb, e);
+}

@@ -107,7 +107,7 @@ static bool list_has(const char *list, const char *pass)
 {
     size_t n = strlen(pass);
     for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',')
-        if (strncmp(p, pass, n) == 0 && (p[n] == ',' || p[n] == 0))
+        if (strncmp(p, pass, n) == 0 && (p[n] == ',' || p[n] == '=' || p[n] == 0))
             return true;
     return false;
 }
@@ -544,7 +544,10 @@ static const Command commands[] = {
      "usage: coil opt FILE.cir [--passes=a,b,...]\n"
      "\n"
      "Reads the graph, runs the passes in order (default: verify) and prints the IR.\n"
-     "An unknown pass name is a usage error; nothing runs.\n"},
+     "An unknown pass name is a usage error; nothing runs. A pass that takes an argument is\n"
+     "written NAME=ARG: autodiff,precision=bf16,remat=auto (the training pipeline's stages;\n"
+     "remat binds every symbol to 64, where training cuts at its --dim sizes). `coil --help`\n"
+     "lists the passes.\n"},
     {"check", cmd_check, "check a model and summarize it: signature, parameters, FLOPs, memory",
      "usage: coil check MODEL [--set NAME=VALUE]... [--dim NAME=N]... [--params] [--no-fusion]\n"
      "                        [--dtype f32|bf16|f16] [--json]\n"
