@@ -12,7 +12,7 @@ typedef enum LogLevel { LOG_OFF = 0, LOG_INFO = 1, LOG_DEBUG = 2 } LogLevel;
 
 /* The most detailed level printed: LOG_UNREAD until COIL_LOG has been read, and every
  * level passes the check below then, so the first line asked for reads it (once).
- * Process-wide because the environment is; only ir/log.c writes it. */
+ * Process-wide because the environment is; only base/log.c writes it. */
 #define LOG_UNREAD 3
 extern _Atomic int coil_log_threshold;
 

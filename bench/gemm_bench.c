@@ -1,5 +1,5 @@
-/* gemm_bench.c — GFLOP/s of coil's tiled GEMM (runtime/gemm_tiled.c on the generated
- * micro-kernels) against OpenBLAS (runtime/gemm.c's gemm_run) and the machine's FMA peak.
+/* gemm_bench.c — GFLOP/s of coil's tiled GEMM (runtime/cpu/gemm_tiled.c on the generated
+ * micro-kernels) against OpenBLAS (runtime/cpu/gemm.c's gemm_run) and the machine's FMA peak.
  *
  *   gemm_bench [--threads 1,2] [--seconds S] [--only NAME]   the model shapes, a row each
  *   gemm_bench --shape M,N,K[,dot|bcast|wgrad[,BATCH]]  one shape (dot: B given as [N, K];

@@ -1,4 +1,4 @@
-/* lx.c — one kernel's expression pool: Lx nodes hash-consed (an expression built twice is
+/* kernel_expr.c — one kernel's expression pool: Lx nodes hash-consed (an expression built twice is
  * one id, so common subexpressions of a fused kernel are computed once), constants folded
  * as the interpreter would, and statements collected by phase. */
 #include <stdlib.h>

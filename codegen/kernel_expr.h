@@ -1,4 +1,4 @@
-/* lx.h — building one kernel's expression pool: hash-consed Lx nodes (equal expressions
+/* kernel_expr.h — building one kernel's expression pool: hash-consed Lx nodes (equal expressions
  * are one id, so a value used twice is computed once), statements by phase, and the index
  * algebra that keeps views affine (codegen/index.c). Internal to codegen/. */
 #ifndef COIL_CODEGEN_LX_H

@@ -1,4 +1,4 @@
-/* compile.c — the frontend's driver: reads the model file and its includes (cycles are
+/* frontend.c — the frontend's driver: reads the model file and its includes (cycles are
  * errors), parses each with the prelude first, checks the program, lowers it to a Graph. */
 #include <errno.h>
 #include <limits.h>

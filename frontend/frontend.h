@@ -20,7 +20,7 @@ Graph *model_load(const char *path, const ModelOptions *opt, Err *e);
 /* The value of override `name` (the last one given wins), or NULL. */
 const char *model_option(const ModelOptions *opt, const char *name);
 
-/* The .coil frontend (frontend/lower.c): parse, check and lower a model file. Every
+/* The .coil frontend (frontend/to_graph.c): parse, check and lower a model file. Every
  * opt->set name must be a config constant; others are errors with a "did you mean". */
 Graph *coil_frontend_load(const char *path, const ModelOptions *opt, Err *e);
 

@@ -1,4 +1,4 @@
-/* lower.c — evaluates a checked program into an IR graph: config constants, the model's
+/* to_graph.c — evaluates a checked program into an IR graph: config constants, the model's
  * inputs, statements, inlined block calls with shape patterns, and parameter naming. */
 #include <ctype.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* lower.h — lowering a checked program to the SSA IR by evaluating it: blocks are inlined,
+/* to_graph.h — lowering a checked program to the SSA IR by evaluating it: blocks are inlined,
  * repeats unrolled, constants folded, every tensor operation built through the IR builder. */
 #ifndef COIL_FRONTEND_LOWER_H
 #define COIL_FRONTEND_LOWER_H

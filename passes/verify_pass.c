@@ -1,4 +1,4 @@
-/* verify.c — the verify pass: ir_verify as a pipeline stage, so a list like
+/* verify_pass.c — the verify pass: ir_verify as a pipeline stage, so a list like
  * "fold,verify,cse" checks the graph between passes. */
 #include "passes/passes.h"
 

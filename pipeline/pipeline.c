@@ -1,4 +1,4 @@
-/* compiled.c — the compile pipeline end to end: passes, lowering, then LLVM (or a
+/* pipeline.c — the compile pipeline end to end: passes, lowering, then LLVM (or a
  * package's object) and an engine holding the kernels, or for a GPU a CUDA engine (which
  * compiles its kernels with NVRTC). */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* compiled.h — a model compiled end to end: the standard passes, lowering to the loop IR,
+/* pipeline.h — a model compiled end to end: the standard passes, lowering to the loop IR,
  * then for the CPU LLVM and an engine, or for an NVIDIA GPU (device "cuda") NVRTC and a
  * CUDA engine, ready to run. What `coil run`, `coil bench`, `coil compile` and the C API
  * use; each stage timed. */
@@ -25,7 +25,7 @@ typedef struct CompileOptions {
     bool no_fusion;      /* one kernel per op, no epilogues (--no-fusion) */
     bool no_llvm;        /* kernels through the loop evaluator, GEMMs on the BLAS path (also
                             what a build without LLVM does: cpu_available() is false) */
-    bool blas_gemm;      /* GEMMs on the BLAS path (OpenBLAS, or runtime/sgemm.c in a build
+    bool blas_gemm;      /* GEMMs on the BLAS path (OpenBLAS, or runtime/cpu/sgemm.c in a build
                             without it) even when the generated kernels can run */
     int threads;         /* 0: one per core */
     CpuOptions cpu;
@@ -49,7 +49,7 @@ typedef struct CompileOptions {
                                  compiles, which would bury the model's own) */
 } CompileOptions;
 
-typedef struct CompileDebug CompileDebug; /* runtime/compiled_debug.h */
+typedef struct CompileDebug CompileDebug; /* pipeline/stage_dump.h */
 
 typedef struct Compiled {
     Graph *g;            /* the optimised graph (owned) */
@@ -77,7 +77,7 @@ typedef struct Compiled {
 
 /* Optimise a copy of g (verify, decompose, fold, cse, dce) and compile it. Errors from any
  * stage, located where they can be. With COIL_DEBUG_DIR=DIR every stage is written to
- * DIR/NNN-<graph>/ as it happens (ir/debug_dir.h; the memory plan and the autotuner's
+ * DIR/NNN-<graph>/ as it happens (base/debug_dir.h; the memory plan and the autotuner's
  * report at the first run of each size); a failed write warns and the compile goes on. */
 Compiled *compile_graph(const Graph *g, const CompileOptions *o, Err *e);
 /* Compile g as it is (already optimised: a package's IR). Takes g over, even on failure. */

@@ -1,4 +1,4 @@
-/* compiled_debug.c — what each stage of the compile pipeline writes into COIL_DEBUG_DIR:
+/* stage_dump.c — what each stage of the compile pipeline writes into COIL_DEBUG_DIR:
  * IR text, the fusion plan and its picture, the loop IR, CUDA C, and as JSON the memory
  * plan, the compile-time breakdown and (through the autotuner's report) its decisions. */
 #include <math.h>

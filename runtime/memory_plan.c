@@ -1,4 +1,4 @@
-/* plan.c — the memory plan: an offset in one arena for every temporary of a Program, from
+/* memory_plan.c — the memory plan: an offset in one arena for every temporary of a Program, from
  * its lifetime in steps, so peak memory is known before anything runs.
  *
  * Two temporaries may share bytes when their lifetimes [first, last] do not overlap

@@ -109,7 +109,7 @@ static int parse_flag(const Command *cmd, const Flag *flags, int nflags, int arg
 }
 
 /* --debug-dir DIR (or =DIR), for every command that compiles: the compiler reads it as
- * COIL_DEBUG_DIR (ir/debug_dir.h), so it reaches every compile the command makes (training
+ * COIL_DEBUG_DIR (base/debug_dir.h), so it reaches every compile the command makes (training
  * compiles several) without a field in each command's options. */
 static int debug_dir_flag(const Command *cmd, int argc, char **argv, int *i)
 {

@@ -234,7 +234,7 @@ static void json_memory(JsonWriter *w, const MemoryPlan *mp)
     json_end_object(w);
 }
 
-/* --json: what the text says, as one object (runtime/summary.h names its members). */
+/* --json: what the text says, as one object (ir/summary.h names its members). */
 static bool print_check_json(const Graph *g, const Args *a, const SymBind *sb,
                              const MemoryPlan *mp)
 {

@@ -1,5 +1,5 @@
 /* compile.c — `coil compile MODEL -o DIR`: compile ahead of time and write a package
- * (runtime/package.h): for the CPU, an object `coil run DIR` runs without LLVM's optimiser;
+ * (io/package.h): for the CPU, an object `coil run DIR` runs without LLVM's optimiser;
  * for CUDA (--device cuda), the kernels' CUDA C and a cubin NVRTC compiled here, for
  * --arch (no GPU needed). --json reports the package and its files as one JSON object. */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* train.c — `coil train MODEL`: flags into TrainOptions, then runtime/train.c's loop. */
+/* train.c — `coil train MODEL`: flags into TrainOptions, then train/train_loop.c's loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

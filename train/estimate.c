@@ -1,4 +1,4 @@
-/* train_plan.c — `coil plan`: a training step's memory, FLOPs and roofline time from the
+/* estimate.c — `coil plan`: a training step's memory, FLOPs and roofline time from the
  * joint graph's plan, before anything runs or any code is generated. */
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* train.c — the training loop: graph, compile, batches, optimizer, progress (text or JSON
+/* train_loop.c — the training loop: graph, compile, batches, optimizer, progress (text or JSON
  * lines), checkpoints, and a trace of the first steps (--trace). */
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * sizes), identical steps tuned once, the cache consulted before anything is measured,
  * the steps run again in program order so each is measured on the values a real run gives
  * it, the report and the progress bar. What a candidate is and how it is timed is the
- * device's (runtime/tune_cpu.c, runtime/tune_cuda.c), through a TuneTarget. */
+ * device's (runtime/cpu/cpu_tune.c, runtime/cuda/cuda_tune.c), through a TuneTarget. */
 #ifndef COIL_CODEGEN_AUTOTUNE_STEPS_H
 #define COIL_CODEGEN_AUTOTUNE_STEPS_H
 

@@ -1,7 +1,7 @@
 /* cpu.h — the CPU backend: loop kernels to LLVM IR through the LLVM-C API, optimised at
  * O3 for the host CPU and compiled by ORC's LLJIT into KernelFns (codegen/loop.h); GEMM
  * steps get a TileFn (their epilogue fused into the tiles) and the generated GEMM
- * micro-kernels (codegen/cpu/ukernel.c) that runtime/gemm_tiled.c drives. */
+ * micro-kernels (codegen/cpu/ukernel.c) that runtime/cpu/gemm_tiled.c drives. */
 #ifndef COIL_CODEGEN_CPU_H
 #define COIL_CODEGEN_CPU_H
 

@@ -70,7 +70,7 @@ typedef struct CudaCompileOptions {
                               compile in 1.9 s instead of 6.2 on a 2-core host */
     bool no_fmad;          /* --fmad=false: every multiply and add rounded on its own, as
                               the host's C rounds them (the device optimizer, which must
-                              agree with runtime/optim.c's update to the last bit) */
+                              agree with runtime/cpu/cpu_optim.c's update to the last bit) */
 } CudaCompileOptions;
 
 typedef struct Cubin {

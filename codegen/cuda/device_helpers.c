@@ -1,4 +1,4 @@
-/* prelude.c — the device helpers every generated CUDA source starts with: loop.h's
+/* device_helpers.c — the device helpers every generated CUDA source starts with: loop.h's
  * arithmetic where C++ differs from it (NaN-propagating maximum, relu of NaN, integer
  * wrap-around, dtype_round's conversions), f16/bf16 as 16-bit patterns (no CUDA header
  * needed, so NVRTC runs without the toolkit's includes), Philox4x32-10 bit-identical to

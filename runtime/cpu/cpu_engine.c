@@ -1,4 +1,4 @@
-/* engine.c — runs a Program on the CPU: binds symbols from the inputs, places the
+/* cpu_engine.c — runs a Program on the CPU: binds symbols from the inputs, places the
  * temporaries by the memory plan in one arena, then runs the steps in order, each kernel
  * split over the thread pool along its outer dimension 0, each GEMM through gemm_run.
  *

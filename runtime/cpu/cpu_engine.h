@@ -1,4 +1,4 @@
-/* engine.h — running a Program on the CPU: symbols bound from the inputs, the memory
+/* cpu_engine.h — running a Program on the CPU: symbols bound from the inputs, the memory
  * plan placed in one arena, then each step in order, kernels split over a thread pool. */
 #ifndef COIL_RUNTIME_ENGINE_H
 #define COIL_RUNTIME_ENGINE_H
@@ -63,7 +63,7 @@ void engine_set_buffer(Engine *en, int b, void *base);
 /* The planned bytes of the temporaries at these symbol values (peak memory of the
  * arena), and of parameters (constants included), inputs and outputs; known before
  * anything runs. Offsets are 64-byte aligned (plan_memory_aligned: any multiple); temporaries whose lifetimes [first, last]
- * overlap never share bytes (runtime/plan.c says how they are placed). */
+ * overlap never share bytes (runtime/memory_plan.c says how they are placed). */
 typedef struct MemoryPlan {
     int64_t arena_bytes, param_bytes, io_bytes;
     int64_t *offset; /* per buffer: byte offset in the arena (BUF_TEMP), else -1 */

@@ -1,4 +1,4 @@
-/* optim.c — AdamW, SGD with momentum and Lion, each one loop over all parameters. */
+/* cpu_optim.c — AdamW, SGD with momentum and Lion, each one loop over all parameters. */
 #include <fnmatch.h>
 #include <math.h>
 #include <pthread.h>

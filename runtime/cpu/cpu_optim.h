@@ -1,4 +1,4 @@
-/* optim.h — optimizers as one fused pass over every parameter (a multi-tensor update: one
+/* cpu_optim.h — optimizers as one fused pass over every parameter (a multi-tensor update: one
  * loop over the list of tensors, no per-parameter graph), the learning-rate schedule and
  * clipping by the global gradient norm. f32 parameters, f32 state (the master weights). */
 #ifndef COIL_RUNTIME_OPTIM_H

@@ -1,4 +1,4 @@
-/* tune_cpu.c — measuring the CPU engine's candidates, step by step, in program order.
+/* cpu_tune.c — measuring the CPU engine's candidates, step by step, in program order.
  *
  * Each step is timed alone, on the buffers a real run gives it: the steps before it have
  * just run (with their chosen configurations), the buffers it writes are restored before

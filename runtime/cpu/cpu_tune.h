@@ -1,4 +1,4 @@
-/* tune_cpu.h — the autotuner on the CPU engine: each step of a Program measured alone on
+/* cpu_tune.h — the autotuner on the CPU engine: each step of a Program measured alone on
  * real-shaped buffers, its candidates searched by codegen/autotune's coordinate descent,
  * the fastest correct one configured into the engine and remembered in the cache. */
 #ifndef COIL_RUNTIME_TUNE_CPU_H

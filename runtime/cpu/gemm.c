@@ -1,5 +1,5 @@
 /* gemm.c — a Program's GEMM steps on the CPU: each batch is one sgemm on the BLAS path
- * (OpenBLAS, or coil's portable GEMM, runtime/sgemm.c, in a build without it).
+ * (OpenBLAS, or coil's portable GEMM, runtime/cpu/sgemm.c, in a build without it).
  *
  * An f32 operand whose rows or columns are contiguous goes to sgemm as it is (a transposed
  * weight is read transposed, with its column stride as the leading dimension); any other

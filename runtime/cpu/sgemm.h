@@ -1,4 +1,4 @@
-/* sgemm.h — coil's portable single-precision GEMM: runtime/gemm.c's BLAS path in a build
+/* sgemm.h — coil's portable single-precision GEMM: runtime/cpu/gemm.c's BLAS path in a build
  * without OpenBLAS (-DCOIL_OPENBLAS=OFF). Always compiled, so tests can hold it in any build. */
 #ifndef COIL_RUNTIME_SGEMM_H
 #define COIL_RUNTIME_SGEMM_H

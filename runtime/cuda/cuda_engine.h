@@ -3,7 +3,7 @@
  * activation, cuBLASLt, one stream, one device arena laid out by the CPU engine's memory
  * plan, and optionally the whole run captured once as a CUDA graph and replayed. Mirrors
  * engine.h: host tensors in, host tensors out. No CUDA header is needed to use it; in a
- * build without the toolkit's headers every entry point says so (runtime/cuda_absent.c). */
+ * build without the toolkit's headers every entry point says so (runtime/cuda/engine_absent.c). */
 #ifndef COIL_RUNTIME_CUDA_ENGINE_H
 #define COIL_RUNTIME_CUDA_ENGINE_H
 
@@ -104,7 +104,7 @@ const double *cuda_engine_step_seconds(const CudaEngine *en);
 
 /* ---------------------------------------------------------------- tuning */
 
-/* A step's configuration, what the GPU autotuner (runtime/tune_cuda.c) varies. A kernel
+/* A step's configuration, what the GPU autotuner (runtime/cuda/cuda_tune.c) varies. A kernel
  * step: its launch (codegen/cuda's CudaKernelConfig: threads, items per thread, waves). A
  * GEMM step: the heuristics (cuBLASLt's first algorithm with the epilogue when it can take
  * it, else cuBLAS and the epilogue kernel), cuBLAS, or cuBLASLt's algorithm `algo` of its

@@ -1,4 +1,4 @@
-/* cuda_plan.c — the CUDA engine's decisions that need no GPU: architecture names, launch
+/* cuda_mapping.c — the CUDA engine's decisions that need no GPU: architecture names, launch
  * geometry, GEMM steps as cuBLAS calls (row-major operands read as column-major ones,
  * batch dimensions merged into one strided batch where their strides compose) and the
  * epilogue kernels cuBLASLt can compute. Pure functions of the Program and symbol values. */
@@ -317,7 +317,7 @@ CudaPackArgs cuda_pack_args(const CuPack *pk, DType dt)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 const char cuda_helper_source[] =
-    "\n// the CUDA engine's helpers (runtime/cuda_plan.c)\n"
+    "\n// the CUDA engine's helpers (runtime/cuda/cuda_mapping.c)\n"
     "struct CoilPackArgs {\n"
     "  long long numel, rank, elem_bytes, offset;\n"
     "  long long size[" STR(CUDA_PACK_RANK) "], stride[" STR(CUDA_PACK_RANK) "];\n"

@@ -1,4 +1,4 @@
-/* cuda_plan.h — what the CUDA engine decides before it calls the GPU, as pure functions of
+/* cuda_mapping.h — what the CUDA engine decides before it calls the GPU, as pure functions of
  * the Program and the symbol values, so each is tested without a GPU: the NVRTC
  * architecture of a device, each kernel's launch geometry, each GEMM step as a cuBLAS call
  * (column-major operands, transposes, leading dimensions, strided and looped batches, the

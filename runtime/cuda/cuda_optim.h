@@ -1,4 +1,4 @@
-/* cuda_optim.h — the optimizer step on the GPU: runtime/optim.c's AdamW, SGD with momentum
+/* cuda_optim.h — the optimizer step on the GPU: runtime/cpu/cpu_optim.c's AdamW, SGD with momentum
  * and Lion over every parameter of a CUDA engine, where its parameters and gradients
  * already are. A step is two launches on the engine's stream: the global gradient norm
  * (per-block partial sums of squares in a fixed order), then ONE update of every parameter

@@ -16,7 +16,7 @@ _Static_assert(OPT_ADAMW == 0 && OPT_SGD == 1 && OPT_LION == 2,
  * tree, then the partials in index order: a fixed order, so a resumed run is
  * bit-identical, and the same on every GPU. */
 const char cuda_optim_source[] =
-    "// the device optimizer (runtime/cuda_optim_kernels.c)\n"
+    "// the device optimizer (runtime/cuda/cuda_optim_kernels.c)\n"
     STR(CUDA_OPTIM_TYPES) "\n"
     "#define COIL_OPT_CHUNK " STR(CUDA_OPTIM_CHUNK) "LL\n"
     "#define COIL_OPT_THREADS " STR(CUDA_OPTIM_THREADS) "\n"

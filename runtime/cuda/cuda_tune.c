@@ -1,4 +1,4 @@
-/* tune_cuda.c — measuring the CUDA engine's candidates, step by step, in program order.
+/* cuda_tune.c — measuring the CUDA engine's candidates, step by step, in program order.
  *
  * Each step is timed alone with events around it, on the buffers a real run leaves: the
  * steps before it have just run (with their chosen configurations), the buffers it writes

@@ -1,4 +1,4 @@
-/* tune_cuda.h — the autotuner on the CUDA engine: each step of a Program timed alone on
+/* cuda_tune.h — the autotuner on the CUDA engine: each step of a Program timed alone on
  * the GPU (CUDA events) on the buffers a real run leaves, its candidates searched by
  * codegen/autotune's coordinate descent, the fastest correct one configured into the
  * engine and remembered in the cache. Candidates: for a kernel, threads per block, points

@@ -1,4 +1,4 @@
-/* tune_cuda_space.c — the GPU autotuner's candidates, as pure functions of the Program (and
+/* cuda_tune_space.c — the GPU autotuner's candidates, as pure functions of the Program (and
  * of how many algorithms cuBLASLt offers), so they are tested without a GPU. */
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* cuda_absent.c — the CUDA engine in a build without the CUDA toolkit's headers: every entry
+/* engine_absent.c — the CUDA engine in a build without the CUDA toolkit's headers: every entry
  * point says so, once, the way cuda_driver_available's reason reads elsewhere. */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* fuzz_checkpoint.c — libFuzzer harness for resuming training from a checkpoint
- * (runtime/train.c, `coil train --save DIR --resume`): the input is DIR/checkpoint.
+ * (train/train_loop.c, `coil train --save DIR --resume`): the input is DIR/checkpoint.
  * safetensors, whose metadata (step, data position, seed, optimizer, loss scale, digest)
  * and tensors (parameters, optimizer state) the resume reads; a small model is trained from
  * it on a dataset of .npy arrays for at most STEPS steps, once as --resume and once as

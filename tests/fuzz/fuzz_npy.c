@@ -1,4 +1,4 @@
-/* fuzz_npy.c — libFuzzer harness for the .npy reader (runtime/npy.c): any bytes are a
+/* fuzz_npy.c — libFuzzer harness for the .npy reader (io/npy.c): any bytes are a
  * tensor or an error with a message, never a crash; an accepted tensor holds every byte
  * its header promised, and writes and reads back as the same dtype, shape and bytes. */
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* fuzz_package.c — libFuzzer harness for loading an ahead-of-time package (runtime/
+/* fuzz_package.c — libFuzzer harness for loading an ahead-of-time package (io/
  * package.c, `coil run DIR`): a package of examples/tiny.cir is written once, then each
  * input's first byte says what the rest replaces, the other files staying as written:
  *   0  manifest.json as it is (its JSON, its own checksum, refused when wrong);

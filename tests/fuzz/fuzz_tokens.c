@@ -1,4 +1,4 @@
-/* fuzz_tokens.c — libFuzzer harness for the token-file loader (runtime/data.c, `coil train
+/* fuzz_tokens.c — libFuzzer harness for the token-file loader (train/data.c, `coil train
  * --data FILE --token-bytes 1|2|4`): the first two bytes choose the width, B, T and the
  * first batch number, the rest is the file. It opens or is refused with a message; opened,
  * every batch holds tokens below the vocabulary with the targets the tokens shifted by one. */

@@ -1443,7 +1443,7 @@ static void test_bandwidth(void)
         }
         printf("  %-12s %6.2f GB/s (%.2f ms)\n", what[kk], bytes[kk] / best * 1e-9, best * 1e3);
     }
-    printf("  memcpy       %6.2f GB/s (runtime/peak.h, 1 thread, 64 MB)\n", peak_copy_gbs(1, (size_t)R * C * 4));
+    printf("  memcpy       %6.2f GB/s (runtime/cpu/peak.h, 1 thread, 64 MB)\n", peak_copy_gbs(1, (size_t)R * C * 4));
     if (m)
         printf("  compile      %.3f s for %d kernels and a tile function\n", cpu_compile_seconds(m), pr->p.nkernel);
     cpu_free(m);

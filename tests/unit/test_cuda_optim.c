@@ -4,7 +4,7 @@
  * C++ compiler against cuda_emu.h and run on host threads (norm, update, accumulation) for
  * AdamW, SGD with momentum and Lion over tensors of 1, 3, 1000 and 70000 elements with a
  * decay mask, clipping, micro-batch sums and a non-finite gradient, held against
- * runtime/optim.c's optim_step over several steps. With a GPU: the same against the engine's
+ * runtime/cpu/cpu_optim.c's optim_step over several steps. With a GPU: the same against the engine's
  * own buffers, and `coil train --device cuda` resuming bit-identically; without one it
  * prints "skipped: REASON" and passes. */
 #include <dlfcn.h>

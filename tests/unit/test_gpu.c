@@ -414,7 +414,7 @@ static void lt_gelu_case(int form)
     CHECK(c && (!on_gpu(c) || cuda_engine_stats(c->cu).gemm_lt == (form == 0)));
     if (form == 0 && check_failures > before)
         fprintf(stderr, "if only gelu_tanh fails: cuBLASLt's GELU is not the tanh form; move "
-                "lt_epilogue's GELU row in runtime/cuda_engine.c to CU_EPI_GELU_BIAS\n");
+                "lt_epilogue's GELU row in runtime/cuda/cuda_engine.c to CU_EPI_GELU_BIAS\n");
     compiled_free(c);
     model_free(&m);
 }

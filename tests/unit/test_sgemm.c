@@ -1,4 +1,4 @@
-/* test_sgemm.c — coil's portable GEMM (runtime/sgemm.c) against a plain f64 triple loop:
+/* test_sgemm.c — coil's portable GEMM (runtime/cpu/sgemm.c) against a plain f64 triple loop:
  * every transpose combination, empty and odd sizes, padded rows, several threads. */
 #include <float.h>
 #include <stdlib.h>

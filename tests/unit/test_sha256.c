@@ -1,4 +1,4 @@
-/* test_sha256.c — runtime/sha256.c against the test vectors of FIPS 180-2 (appendix B:
+/* test_sha256.c — base/sha256.c against the test vectors of FIPS 180-2 (appendix B:
  * "abc", the 448-bit message, a million 'a'), the empty message, every length around the
  * padding's block boundaries against coreutils' sha256sum, and streaming in pieces. */
 #include <stdlib.h>
