@@ -8,7 +8,6 @@
 #include "passes/passes.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/stage_dump.h"
-#include "runtime/cuda/cuda_tune.h"
 
 static const char *const mode_names[] = {
     [MODE_DEFAULT] = "default", [MODE_REDUCE_OVERHEAD] = "reduce-overhead",
@@ -32,11 +31,10 @@ void compiled_free(Compiled *c)
         return;
     tune_cache_free(c->cache);
     compile_debug_free(c->debug);
-    free(c->tuned_cfg);
-    free(c->tuned_cu);
+    free(c->tuned_config);
     free(c->traced_s);
-    engine_free(c->en);
-    cuda_engine_free(c->cu);
+    if (c->engine)
+        c->device->ops->free(c->engine);
     cpu_free(c->m);
     program_free(c->p);
     graph_free(c->g);
@@ -144,7 +142,8 @@ static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
     c->llvm_s = clock_seconds() - debug_seconds(c) - t0;
     c->from_object = o->object != NULL;
     debug_cpu_times(c);
-    return (!llvm || c->m) && (c->en = engine_for(c, o, e)) != NULL &&
+    c->engine = c->en = engine_for(c, o, e);
+    return (!llvm || c->m) && c->en != NULL &&
            (!o->trace || engine_set_trace(c->en, o->trace, e)) && tune_setup(c, o, e);
 }
 
@@ -174,7 +173,7 @@ static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
     co.profile = o->profile || o->trace;
     co.graphs = co.graphs || o->mode != MODE_DEFAULT;
     co.full_opt = co.full_opt || o->mode == MODE_MAX_AUTOTUNE;
-    c->cu = cuda_engine_new(c->p, &co, e);
+    c->engine = c->cu = cuda_engine_new(c->p, &co, e);
     c->llvm_s = clock_seconds() - t0;
     c->from_object = co.cubin != NULL;
     if (c->cu) {
@@ -216,7 +215,7 @@ static Compiled *compile_lowered(Graph *g, const CompileOptions *o, CompileDebug
             err_set(e, ERR_INPUT, "out of memory compiling a model");
         return NULL;
     }
-    c->g = g, c->debug = debug;
+    c->g = g, c->debug = debug, c->device = dev;
     bool ok = lower(c, o, e) &&
               (dev->gpu ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
     if (ok) {
@@ -317,13 +316,20 @@ Compiled *compile_graph(const Graph *src, const CompileOptions *o, Err *e)
     return c;
 }
 
+/* Step s's configuration as the tuning chose it. */
+static void *tuned_config(const Compiled *c, int s)
+{
+    return (char *)c->tuned_config + (size_t)s * c->device->ops->config_size;
+}
+
 bool compiled_tune(Compiled *c, Err *e)
 {
-    const SymBind *sb = c->cu ? cuda_engine_symbols(c->cu) : engine_symbols(c->en);
+    const DeviceOps *ops = c->device->ops;
+    const SymBind *sb = ops->symbols(c->engine);
     if (c->mode != MODE_MAX_AUTOTUNE || (c->tuned && sym_same_sizes(sb, &c->tuned_sb)))
         return true;
     double t0 = clock_seconds();
-    bool ok = c->cu ? tune_cuda(c->cu, c->p, &c->tune, e) : tune_cpu(c->en, c->p, &c->tune, e);
+    bool ok = ops->tune(c->engine, c->p, &c->tune, e);
     c->tune_s += clock_seconds() - t0;
     if (ok && c->debug) {
         compile_debug_tuned(c->debug, c->tune.report);
@@ -331,17 +337,10 @@ bool compiled_tune(Compiled *c, Err *e)
         compile_debug_times(c->debug); /* again, under its first number, with the tuning */
     }
     c->tuned_sb = *sb, c->tuned = ok;
-    free(c->tuned_cfg);
-    free(c->tuned_cu);
-    size_t n = (size_t)c->p->nstep + 1;
-    c->tuned_cfg = ok && !c->cu ? calloc(n, sizeof *c->tuned_cfg) : NULL;
-    c->tuned_cu = ok && c->cu ? calloc(n, sizeof *c->tuned_cu) : NULL;
-    for (int s = 0; s < c->p->nstep; s++) {
-        if (c->tuned_cfg)
-            c->tuned_cfg[s] = *engine_config(c->en, s);
-        if (c->tuned_cu)
-            c->tuned_cu[s] = *cuda_engine_config(c->cu, s);
-    }
+    free(c->tuned_config);
+    c->tuned_config = ok ? calloc((size_t)c->p->nstep + 1, ops->config_size) : NULL;
+    for (int s = 0; c->tuned_config && s < c->p->nstep; s++)
+        memcpy(tuned_config(c, s), ops->config(c->engine, s), ops->config_size);
     return ok;
 }
 
@@ -351,8 +350,8 @@ bool compiled_tune(Compiled *c, Err *e)
  * and the copies in and out, are not shown). */
 static bool trace_gpu_run(Compiled *c, double start, Err *e)
 {
-    const double *sum = cuda_engine_step_seconds(c->cu);
-    if (!trace_run_begin(c->trace, c->trace_prog, cuda_engine_symbols(c->cu), start, e))
+    const double *sum = c->device->ops->step_seconds(c->engine);
+    if (!trace_run_begin(c->trace, c->trace_prog, c->device->ops->symbols(c->engine), start, e))
         return false;
     double at = start;
     for (int s = 0; sum && s < c->p->nstep; s++) {
@@ -370,8 +369,7 @@ bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tenso
                   Err *e)
 {
     double start = c->trace ? clock_seconds() : 0;
-    bool ok = c->cu ? cuda_engine_run(c->cu, inputs, params, outputs, e)
-                    : engine_run(c->en, inputs, params, outputs, e);
+    bool ok = c->device->ops->run(c->engine, inputs, params, outputs, e);
     if (ok && c->trace && !trace_gpu_run(c, start, e)) {
         for (int i = 0; i < c->g->noutput; i++)
             tensor_free(&outputs[i]);
@@ -380,8 +378,7 @@ bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tenso
     if (!ok)
         return false;
     if (c->debug) /* at each new size the engine planned at */
-        compile_debug_plan(c->debug, c->p, c->cu ? cuda_engine_symbols(c->cu)
-                                                 : engine_symbols(c->en), compiled_plan(c));
+        compile_debug_plan(c->debug, c->p, c->device->ops->symbols(c->engine), compiled_plan(c));
     if (compiled_tune(c, e))
         return true;
     for (int i = 0; i < c->g->noutput; i++)
@@ -391,30 +388,23 @@ bool compiled_run(Compiled *c, const Tensor *inputs, const Tensor *params, Tenso
 
 void compiled_set_rng_step(Compiled *c, uint64_t step)
 {
-    if (c->cu)
-        cuda_engine_set_rng_step(c->cu, step);
-    else
-        engine_set_rng_step(c->en, step);
+    c->device->ops->set_rng_step(c->engine, step);
 }
 
 void compiled_use_tuning(Compiled *c, bool on)
 {
-    for (int s = 0; c->en && c->tuned_cfg && s < c->p->nstep; s++)
-        engine_configure(c->en, s, on ? &c->tuned_cfg[s] : NULL);
-    for (int s = 0; c->cu && c->tuned_cu && s < c->p->nstep; s++) {
+    const DeviceOps *ops = c->device->ops;
+    for (int s = 0; c->tuned_config && s < c->p->nstep; s++) {
         Err ignore = {0}; /* the variants chosen were loaded when tuned: nothing can fail */
-        cuda_engine_configure(c->cu, s, on ? &c->tuned_cu[s] : NULL, &ignore);
+        ops->configure(c->engine, s, on ? tuned_config(c, s) : NULL, &ignore);
     }
 }
 
-const MemoryPlan *compiled_plan(const Compiled *c)
-{
-    return c->cu ? cuda_engine_plan(c->cu) : engine_plan(c->en);
-}
+const MemoryPlan *compiled_plan(const Compiled *c) { return c->device->ops->plan(c->engine); }
 
 const double *compiled_step_seconds(const Compiled *c)
 {
-    return c->cu ? cuda_engine_step_seconds(c->cu) : engine_step_seconds(c->en);
+    return c->device->ops->step_seconds(c->engine);
 }
 
 bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,

@@ -55,8 +55,10 @@ typedef struct Compiled {
     Graph *g;            /* the optimised graph (owned) */
     Program *p;
     CpuModule *m;        /* NULL with no_llvm */
-    Engine *en;          /* the CPU's, or NULL on a GPU */
-    CudaEngine *cu;      /* the GPU's (device "cuda"), else NULL */
+    const Device *device;/* what it was compiled for */
+    void *engine;        /* its engine, driven through device->ops (runtime/device.h) */
+    Engine *en;          /* the same engine when it is the CPU's (its extras: statistics) */
+    CudaEngine *cu;      /* the same when it is a GPU's (its extras: resident training) */
     double passes_s, lower_s, llvm_s; /* seconds in each stage (llvm_s: NVRTC and loading
                                          the module, on a GPU) */
     double fuse_s;       /* of lower_s, planning fusion */
@@ -66,8 +68,8 @@ typedef struct Compiled {
     TuneOptions tune;
     SymBind tuned_sb;    /* the sizes the engine is tuned for */
     bool tuned;
-    StepConfig *tuned_cfg; /* per step, what the tuning chose (for compiled_use_tuning) */
-    CudaStepConfig *tuned_cu; /* the same on a GPU */
+    void *tuned_config;  /* per step, what the tuning chose (device->ops->config_size bytes
+                            each; for compiled_use_tuning) */
     double tune_s;       /* seconds spent tuning (measuring, or reading the cache) */
     Trace *trace;        /* CompileOptions.trace (the GPU's runs are recorded here) */
     int trace_prog;

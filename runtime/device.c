@@ -21,8 +21,9 @@ static bool always(const char **why)
 static const char *const cpu_passes = pass_pipeline, *const cuda_passes = pass_pipeline_cuda;
 
 static const Device devices[] = {
-    {"cpu", "this CPU", false, &cpu_passes, 16, 0, always},
-    {"cuda", "an NVIDIA GPU", true, &cuda_passes, 8, PLAN_ALIGN_GPU, cuda_driver_available},
+    {"cpu", "this CPU", false, &cpu_passes, 16, 0, always, &cpu_device_ops},
+    {"cuda", "an NVIDIA GPU", true, &cuda_passes, 8, PLAN_ALIGN_GPU, cuda_driver_available,
+     &cuda_device_ops},
 };
 
 const Device *device_find(const char *name)

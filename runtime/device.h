@@ -4,14 +4,43 @@
  * the padding and alignment that suit it, whether it is there), and nothing else in coil
  * compares device names.
  *
- * What is not behind this table yet: the engines themselves (runtime/cpu/cpu_engine.h and
- * runtime/cuda/cuda_engine.h, twin APIs the pipeline chooses between with `gpu`). They
- * are to become operations of a Device (prepare, run, configure, plan, tune, free), with
- * room for the collectives of data-parallel training. */
+ * A device's engine (a program's kernels loaded, its memory planned, ready to run) is
+ * driven through DeviceOps: the pipeline runs, tunes, configures and frees any engine
+ * without knowing which it is. Making one is still the pipeline's (LLVM or a package's
+ * object for the CPU, NVRTC or a cubin for the GPU), and each engine keeps its own extras
+ * (the CPU's statistics, the GPU's resident runs for training). Room is left here for the
+ * collectives of data-parallel training. */
 #ifndef COIL_RUNTIME_DEVICE_H
 #define COIL_RUNTIME_DEVICE_H
 
 #include "base/base.h"
+#include "codegen/autotune/steps.h"
+#include "runtime/cpu/cpu_engine.h"
+
+/* What every engine does; `en` is the engine its device made (an Engine, a CudaEngine). */
+typedef struct DeviceOps {
+    /* One run: interp_run's conventions (outputs allocated here). */
+    bool (*run)(void *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e);
+    /* The rng step random ops draw at from the next run on. */
+    void (*set_rng_step)(void *en, uint64_t step);
+    /* The sizes of the latest run (NULL before one), its memory plan, and with a profile
+     * each step's seconds summed over the runs (else NULL). */
+    const SymBind *(*symbols)(const void *en);
+    const MemoryPlan *(*plan)(const void *en);
+    const double *(*step_seconds)(const void *en);
+    /* max-autotune: measure the steps' candidates at the latest run's sizes and keep the
+     * fastest (codegen/autotune/steps.h). */
+    bool (*tune)(void *en, const Program *p, const TuneOptions *o, Err *e);
+    /* A step's configuration: config_size bytes, read as it is now, or set (NULL: back to
+     * the heuristics). */
+    size_t config_size;
+    const void *(*config)(const void *en, int step);
+    bool (*configure)(void *en, int step, const void *config, Err *e);
+    void (*free)(void *en);
+} DeviceOps;
+
+/* The engines' operations (runtime/cpu/cpu_device.c, runtime/cuda/cuda_device.c). */
+extern const DeviceOps cpu_device_ops, cuda_device_ops;
 
 typedef struct Device {
     const char *name;             /* "cpu", "cuda": as users and manifests write it */
@@ -22,6 +51,7 @@ typedef struct Device {
     int plan_align;               /* bytes every temporary's offset is a multiple of (0: 64) */
     /* Whether it can be compiled for and run here; false with why (a static string). */
     bool (*available)(const char **why);
+    const DeviceOps *ops;         /* its engine's operations */
 } Device;
 
 /* The device named `name` (NULL: the CPU), or NULL when there is none of that name. */
