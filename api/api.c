@@ -13,10 +13,10 @@
 #ifdef COIL_HAVE_FRONTEND
 #include "frontend/to_graph.h"
 #endif
-#include "pipeline/pipeline.h"
-#include "runtime/init.h"
 #include "io/safetensors.h"
+#include "pipeline/pipeline.h"
 #include "runtime/device.h"
+#include "runtime/init.h"
 
 _Static_assert(COIL_F32 == (int)DT_F32 && COIL_F16 == (int)DT_F16 && COIL_BF16 == (int)DT_BF16 &&
                    COIL_I8 == (int)DT_I8 && COIL_I32 == (int)DT_I32 && COIL_I64 == (int)DT_I64 &&

@@ -3,8 +3,8 @@
 #ifndef COIL_CODEGEN_LOWER_INT_H
 #define COIL_CODEGEN_LOWER_INT_H
 
-#include "codegen/lower.h"
 #include "codegen/kernel_expr.h"
+#include "codegen/lower.h"
 #include "passes/fuse.h"
 
 /* A store whose buffer is chosen after the kernel is built (in place or a new temporary)

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
-#include "frontend/to_graph.h"
 #include "frontend/prelude.h"
+#include "frontend/to_graph.h"
 
 enum { MAX_FILE_BYTES = 16 << 20, MAX_INCLUDE_DEPTH = 64 };
 

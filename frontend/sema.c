@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/to_graph.h"
 #include "frontend/sema.h"
+#include "frontend/to_graph.h"
 
 enum { SEMA_MAX_PARAMS = 64 };
 

@@ -16,8 +16,8 @@
 #include "base/sha256.h"
 #include "base/version.h"
 #include "codegen/cuda/cuda.h"
-#include "passes/passes.h"
 #include "io/package.h"
+#include "passes/passes.h"
 #include "runtime/device.h"
 
 #define MANIFEST "manifest.json"

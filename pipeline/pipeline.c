@@ -1,6 +1,24 @@
-/* pipeline.c — the compile pipeline end to end: passes, lowering, then LLVM (or a
- * package's object) and an engine holding the kernels, or for a GPU a CUDA engine (which
- * compiles its kernels with NVRTC). */
+/* pipeline.c — the compile pipeline end to end, on one page:
+ *
+ *   inference (compile_graph)            training (train/train_loop.c, then compile_graph)
+ *   ---------------------------          ------------------------------------------------
+ *   the model (frontend/, ir/parse.c)    the model
+ *                                        loss, precision, loss scale, autodiff, sizes
+ *                                          (pipeline/training.c: training_graph)
+ *   passes: the device's list            passes: verify, decompose, colsum, fold, cse, dce
+ *     (verify, decompose, colsum, fold,  remat (training.c), then with `optimised`:
+ *     cse, dce; runtime/device.c)
+ *   pad (max-autotune, tune_pad.c)
+ *   fuse + lower (codegen/lower.c)       fuse + lower
+ *   code generation and an engine:       code generation and an engine
+ *     LLVM or a package's object and
+ *     the CPU engine (compile_cpu), or
+ *     NVRTC and the CUDA engine
+ *     (compile_cuda)
+ *   the memory plan (at the first run of each size, by the engine), tuning (max-autotune)
+ *
+ * Every stage can write what it made to COIL_DEBUG_DIR (stage_dump.c); the engine is then
+ * driven through its device's operations (runtime/device.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,9 +7,9 @@
 
 #include "codegen/cpu/cpu.h"
 #include "codegen/lower.h"
-#include "runtime/cuda/cuda_engine.h"
 #include "runtime/cpu/cpu_engine.h"
 #include "runtime/cpu/cpu_tune.h"
+#include "runtime/cuda/cuda_engine.h"
 #include "runtime/device.h"
 
 /* What a compile optimises for (--mode): the heuristics alone; the same with CUDA graphs

@@ -10,9 +10,9 @@
 #include "base/version.h"
 #include "passes/passes.h"
 #include "pipeline/pipeline.h"
+#include "runtime/cuda/cuda_tune.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
-#include "runtime/cuda/cuda_tune.h"
 
 typedef struct Probe {
     Compiled *c[2];      /* as it is, padded */

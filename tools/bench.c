@@ -8,10 +8,10 @@
 #include <sys/resource.h>
 
 #include "base/json.h"
+#include "ir/summary.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/peak.h"
 #include "runtime/pool.h"
-#include "ir/summary.h"
 #include "runtime/trace.h"
 #include "tools/cli.h"
 

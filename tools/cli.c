@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "frontend/frontend.h"
-#include "passes/passes.h"
 #include "io/package.h"
+#include "passes/passes.h"
 #include "runtime/device.h"
 #include "runtime/pool.h"
 #include "tools/cli.h"

@@ -11,9 +11,9 @@
 #include "codegen/fusion_dot.h"
 #include "codegen/lower.h"
 #include "ir/dot.h"
+#include "ir/summary.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
-#include "ir/summary.h"
 #include "tools/cli.h"
 
 /* ---------------------------------------------------------------- coil opt */

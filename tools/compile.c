@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "io/package.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
 #include "pipeline/stage_dump.h"
-#include "io/package.h"
 #include "tools/cli.h"
 
 /* What compiling made and took, for the report. */

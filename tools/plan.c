@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/train.h"
 #include "tools/cli.h"
+#include "train/train.h"
 
 /* "80GiB", "512MiB", "2e9": bytes; false for anything else. */
 static bool parse_bytes(const char *s, int64_t *out)

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 
 #include "base/json.h"
-#include "runtime/cpu/gemm.h"
 #include "io/npy.h"
 #include "ir/summary.h"
+#include "runtime/cpu/gemm.h"
 #include "tools/cli.h"
 
 /* What ran and how long it took, for the last line. */

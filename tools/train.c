@@ -5,8 +5,8 @@
 
 #include "base/json.h"
 #include "runtime/pool.h"
-#include "train/train.h"
 #include "tools/cli.h"
+#include "train/train.h"
 
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,

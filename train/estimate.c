@@ -2,9 +2,9 @@
  * joint graph's plan, before anything runs or any code is generated. */
 #include <stdlib.h>
 
+#include "ir/summary.h"
 #include "runtime/cpu/peak.h"
 #include "runtime/pool.h"
-#include "ir/summary.h"
 #include "train/train.h"
 
 static int64_t value_bytes(const Graph *g, int id, const SymBind *sb)

@@ -10,8 +10,8 @@
 
 #include "passes/passes.h"
 #include "pipeline/pipeline.h"
-#include "runtime/init.h"
 #include "runtime/cpu/cpu_optim.h"
+#include "runtime/init.h"
 
 typedef struct TrainOptions {
     RematMode checkpoint;      /* what the backward recomputes instead of keeping */
@@ -71,11 +71,8 @@ typedef struct TrainResult {
     int64_t trace_events;      /* o->trace: the events written */
 } TrainResult;
 
-/* The model's training graph: its loss alone, as a scalar output "loss" (with input
- * "targets" added for cross_entropy). Errors name the model and what is missing. */
-Graph *train_graph(const Graph *model, const char *loss, Err *e);
-/* Its joint forward-and-backward graph, through the passes and rematerialised as
- * o->checkpoint says, at the sizes o gives (into *sb); *flops: the model's FLOPs a
+/* The model's joint forward-and-backward graph (pipeline/training.h's stages), at the sizes
+ * o gives (into *sb), rematerialised as o->checkpoint says; *flops: the model's FLOPs a
  * micro-batch, before recomputation. */
 Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
                          Err *e);

@@ -8,16 +8,17 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "base/version.h"
-#include "passes/passes.h"
-#include "runtime/cuda/cuda_optim.h"
-#include "train/data.h"
-#include "runtime/init.h"
 #include "io/npy.h"
-#include "runtime/cpu/peak.h"
-#include "runtime/pool.h"
 #include "io/safetensors.h"
 #include "ir/summary.h"
+#include "passes/passes.h"
+#include "pipeline/training.h"
+#include "runtime/cpu/peak.h"
+#include "runtime/cuda/cuda_optim.h"
+#include "runtime/init.h"
+#include "runtime/pool.h"
 #include "runtime/trace.h"
+#include "train/data.h"
 #include "train/train.h"
 
 #define LOADER_DEPTH 4
@@ -26,60 +27,6 @@
 /* Steps in a row whose loss (or, with no loss scale left to lower, gradient) is not finite
  * before a run is declared diverged: a lone overflow is survivable, ten are not. */
 #define DIVERGED_STEPS 10
-
-/* ---------------------------------------------------------------- the training graph */
-
-static int output_named(const Graph *g, const char *name)
-{
-    for (int i = 0; i < g->noutput; i++)
-        if (strcmp(g->output_name[i], name) == 0)
-            return i;
-    return -1;
-}
-
-/* cross_entropy(first output, targets): targets an i64 input of the logits' shape less
- * the class dimension. */
-static int add_cross_entropy(Graph *g, Err *e)
-{
-    Builder b = builder_make(g, e);
-    int logits = g->output[0];
-    Type t = g->node[logits].type;
-    if (t.rank < 2 || !dtype_info[t.dt].is_float) {
-        char buf[128];
-        err_set(e, ERR_INPUT, "--loss cross_entropy: the first output of @%s is %s; it must be "
-                "float logits with a class dimension", g->name, type_fmt(g, &t, buf, sizeof buf));
-        return -1;
-    }
-    t.rank--, t.dt = DT_I64;
-    int targets = b_input(&b, "targets", &t);
-    int in[2] = {logits, targets};
-    return b_op(&b, OP_CROSS_ENTROPY, in, 2, NULL, 0, NULL);
-}
-
-Graph *train_graph(const Graph *model, const char *loss, Err *e)
-{
-    Graph *g = graph_copy(model, e);
-    if (!g)
-        return NULL;
-    int value = -1, at = output_named(g, "loss");
-    if (!loss && at >= 0)
-        value = g->output[at];
-    else if (!loss)
-        err_set(e, ERR_INPUT, "@%s has no output named 'loss'; give --loss cross_entropy to "
-                "train its first output against targets", g->name);
-    else if (strcmp(loss, "cross_entropy") == 0)
-        value = add_cross_entropy(g, e);
-    else
-        err_set(e, ERR_USAGE, "--loss %s: expected cross_entropy (or a model output 'loss')", loss);
-    if (value < 0) {
-        if (err_ok(e))
-            err_set(e, ERR_INPUT, "@%s: cannot make its training loss", g->name);
-        graph_free(g);
-        return NULL;
-    }
-    g->output[0] = value, g->output_name[0] = "loss", g->noutput = 1;
-    return g;
-}
 
 /* ---------------------------------------------------------------- state */
 
@@ -163,51 +110,12 @@ static int input_named(const Graph *g, const char *name)
     return -1;
 }
 
-/* g replaced by its pass result (NULL: g freed too). */
-static Graph *replace(Graph *g, Graph *next)
-{
-    graph_free(g);
-    return next;
-}
-
-/* f16: the loss times an input "loss_scale", so the backward's small gradients stay above
- * f16's smallest normal; the optimizer divides it back out. */
-static Graph *scale_loss(Graph *g, Err *e)
-{
-    Builder b = builder_make(g, e);
-    Type scalar = type_scalar(DT_F32);
-    int s = b_input(&b, "loss_scale", &scalar);
-    int scaled = b_binary(&b, OP_MUL, g->output[0], s);
-    if (scaled < 0) {
-        graph_free(g);
-        return NULL;
-    }
-    g->output[0] = scaled;
-    return g;
-}
-
-/* The joint graph of model's loss at the sizes o gives (into *sb), rematerialised as
- * o->checkpoint says; *flops: the model's FLOPs a micro-batch (before recomputation). */
+/* The joint graph at the sizes o gives (pipeline/training.h). */
 Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
                          Err *e)
 {
-    Graph *tg = train_graph(model, o->loss, e);
-    if (tg && o->precision && o->precision != DT_F32)
-        tg = replace(tg, pass_mixed_precision(tg, o->precision, e));
-    if (tg && o->precision == DT_F16)
-        tg = scale_loss(tg, e);
-    Graph *joint = tg ? autodiff(tg, NULL, e) : NULL;
-    graph_free(tg);
-    bool *given = joint ? calloc((size_t)joint->ninput + 1, sizeof *given) : NULL;
-    bool ok = given && init_symbols(joint, NULL, given, o->sizes, o->nsizes, 1, sb, e) &&
-              graph_flops(joint, sb, flops, e);
-    free(given);
-    /* the passes first, then the cut: CSE afterwards would merge each recomputation with
-     * the forward value it repeats */
-    ok = ok && run_passes(&joint, pass_pipeline, e);
-    Graph *out = ok ? pass_remat(joint, o->checkpoint, sb, e) : NULL;
-    graph_free(joint);
-    return out;
+    TrainingStages t = {o->loss, o->precision, o->checkpoint, o->sizes, o->nsizes};
+    return training_graph(model, &t, sb, flops, e);
 }
 
 /* On a GPU the parameters, gradients and optimizer state stay there: the update runs on

@@ -10,8 +10,8 @@
 #ifndef COIL_RUNTIME_CUDA_OPTIM_H
 #define COIL_RUNTIME_CUDA_OPTIM_H
 
-#include "runtime/cuda/cuda_engine.h"
 #include "runtime/cpu/cpu_optim.h"
+#include "runtime/cuda/cuda_engine.h"
 
 /* ---------------------------------------------------------------- the kernels (no GPU) */
 

@@ -13,9 +13,9 @@
 
 #include "io/npy.h"
 #include "io/safetensors.h"
-#include "train/train.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
+#include "train/train.h"
 
 #define STEPS 2
 

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "base/sha256.h"
-#include "pipeline/pipeline.h"
 #include "io/package.h"
+#include "pipeline/pipeline.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
 

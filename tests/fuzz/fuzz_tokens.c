@@ -4,9 +4,9 @@
  * every batch holds tokens below the vocabulary with the targets the tokens shifted by one. */
 #include <stdint.h>
 
-#include "train/data.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/fuzz_files.h"
+#include "train/data.h"
 
 #define BATCHES 3
 

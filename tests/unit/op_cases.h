@@ -9,8 +9,8 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "passes/passes.h"
 #include "io/npy.h"
+#include "passes/passes.h"
 
 #define FIXTURE_DIR "tests/models/ops"
 

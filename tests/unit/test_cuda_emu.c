@@ -13,8 +13,8 @@
 #include "codegen/lower.h"
 #include "emu_build.h"
 #include "op_cases.h"
-#include "runtime/cuda/cuda_mapping.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/cuda/cuda_mapping.h"
 
 #define MAX_CASES 256
 #define EMU_SMS 1 /* at most CUDA_WAVES blocks per launch */

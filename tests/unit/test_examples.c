@@ -7,8 +7,8 @@
 
 #include "check.h"
 #include "frontend/frontend.h"
-#include "runtime/init.h"
 #include "ir/summary.h"
+#include "runtime/init.h"
 
 typedef struct Example {
     const char *path;

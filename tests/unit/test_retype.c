@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "io/safetensors.h"
 #include "op_cases.h"
 #include "passes/passes.h"
-#include "retype_cases.h"
 #include "pipeline/pipeline.h"
-#include "io/safetensors.h"
+#include "retype_cases.h"
 
 static Graph *parse(const char *text)
 {

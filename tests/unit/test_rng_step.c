@@ -7,9 +7,9 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "io/npy.h"
 #include "passes/passes.h"
 #include "pipeline/pipeline.h"
-#include "io/npy.h"
 
 #define P 0.25
 #define ROWS 8

@@ -13,9 +13,10 @@
 #include "check.h"
 #include "coil_beside.h"
 #include "frontend/frontend.h"
-#include "passes/passes.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "passes/passes.h"
+#include "pipeline/training.h"
 #include "train/train.h"
 
 #define DIR "tests/models/gpt2/"
@@ -40,7 +41,7 @@ static Graph *load(const char *const *set, int nset) { return load_as(set, nset,
 static Graph *joint_of(const Graph *model)
 {
     Err e = {0};
-    Graph *t = train_graph(model, "cross_entropy", &e);
+    Graph *t = training_loss_graph(model, "cross_entropy", &e);
     Graph *j = t ? autodiff(t, NULL, &e) : NULL;
     if (!j)
         fprintf(stderr, "joint graph: %s\n", e.msg);
@@ -454,7 +455,7 @@ static void test_npy_dataset(const char *dir)
 
 static double precision_error(Graph *model, DType low, double *loss_err)
 {
-    Graph *t = train_graph(model, "cross_entropy", &(Err){0});
+    Graph *t = training_loss_graph(model, "cross_entropy", &(Err){0});
     Err e = {0};
     Graph *lo = t ? pass_mixed_precision(t, low, &e) : NULL;
     Graph *j32 = t ? autodiff(t, NULL, &e) : NULL, *jlo = lo ? autodiff(lo, NULL, &e) : NULL;

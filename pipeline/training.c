@@ -1,0 +1,117 @@
+/* training.c — the training pipeline's graph stages, in the order training_graph lists
+ * them: the loss, mixed precision, the loss scale, autodiff, sizes and FLOPs, the passes,
+ * rematerialisation. The joint graph then goes through pipeline.c like any graph (fusion,
+ * lowering, code generation, the memory plan), as train/train_loop.c asks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/summary.h"
+#include "pipeline/training.h"
+
+static int output_named(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->noutput; i++)
+        if (strcmp(g->output_name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* cross_entropy(first output, targets): targets an i64 input of the logits' shape less
+ * the class dimension. */
+static int add_cross_entropy(Graph *g, Err *e)
+{
+    Builder b = builder_make(g, e);
+    int logits = g->output[0];
+    Type t = g->node[logits].type;
+    if (t.rank < 2 || !dtype_info[t.dt].is_float) {
+        char buf[128];
+        err_set(e, ERR_INPUT, "--loss cross_entropy: the first output of @%s is %s; it must be "
+                "float logits with a class dimension", g->name, type_fmt(g, &t, buf, sizeof buf));
+        return -1;
+    }
+    t.rank--, t.dt = DT_I64;
+    int targets = b_input(&b, "targets", &t);
+    int in[2] = {logits, targets};
+    return b_op(&b, OP_CROSS_ENTROPY, in, 2, NULL, 0, NULL);
+}
+
+Graph *training_loss_graph(const Graph *model, const char *loss, Err *e)
+{
+    Graph *g = graph_copy(model, e);
+    if (!g)
+        return NULL;
+    int value = -1, at = output_named(g, "loss");
+    if (!loss && at >= 0)
+        value = g->output[at];
+    else if (!loss)
+        err_set(e, ERR_INPUT, "@%s has no output named 'loss'; give --loss cross_entropy to "
+                "train its first output against targets", g->name);
+    else if (strcmp(loss, "cross_entropy") == 0)
+        value = add_cross_entropy(g, e);
+    else
+        err_set(e, ERR_USAGE, "--loss %s: expected cross_entropy (or a model output 'loss')", loss);
+    if (value < 0) {
+        if (err_ok(e))
+            err_set(e, ERR_INPUT, "@%s: cannot make its training loss", g->name);
+        graph_free(g);
+        return NULL;
+    }
+    g->output[0] = value, g->output_name[0] = "loss", g->noutput = 1;
+    return g;
+}
+
+/* f16: the loss times an input "loss_scale", so the backward's small gradients stay above
+ * f16's smallest normal; the optimizer divides it back out. */
+static Graph *scale_loss(Graph *g, Err *e)
+{
+    Builder b = builder_make(g, e);
+    Type scalar = type_scalar(DT_F32);
+    int s = b_input(&b, "loss_scale", &scalar);
+    int scaled = b_binary(&b, OP_MUL, g->output[0], s);
+    if (scaled < 0) {
+        graph_free(g);
+        return NULL;
+    }
+    g->output[0] = scaled;
+    return g;
+}
+
+/* g replaced by a stage's result (NULL: g freed too). */
+static Graph *replace(Graph *g, Graph *next)
+{
+    graph_free(g);
+    return next;
+}
+
+/* The symbols bound to the stages' sizes (defaults for the rest), and the FLOPs there. */
+static bool bind_sizes(const Graph *g, const TrainingStages *t, SymBind *sb, double *flops,
+                       Err *e)
+{
+    bool *given = calloc((size_t)g->ninput + 1, sizeof *given);
+    bool ok = given && init_symbols(g, NULL, given, t->sizes, t->nsizes, 1, sb, e) &&
+              graph_flops(g, sb, flops, e);
+    if (!given)
+        err_set(e, ERR_INPUT, "out of memory");
+    free(given);
+    return ok;
+}
+
+Graph *training_graph(const Graph *model, const TrainingStages *t, SymBind *sb, double *flops,
+                      Err *e)
+{
+    bool low = t->precision && t->precision != DT_F32;
+    Graph *g = training_loss_graph(model, t->loss, e);                    /* loss */
+    if (g && low)
+        g = replace(g, pass_mixed_precision(g, t->precision, e));          /* precision */
+    if (g && t->precision == DT_F16)
+        g = scale_loss(g, e);                                              /* loss scale */
+    if (g)
+        g = replace(g, autodiff(g, NULL, e));                              /* autodiff */
+    bool ok = g && bind_sizes(g, t, sb, flops, e) &&                       /* sizes, FLOPs */
+              run_passes(&g, pass_pipeline, e);                            /* the passes */
+    /* the passes first, then the cut: CSE afterwards would merge each recomputation with
+     * the forward value it repeats */
+    Graph *joint = ok ? pass_remat(g, t->remat, sb, e) : NULL;             /* remat */
+    graph_free(g);
+    return joint;
+}
