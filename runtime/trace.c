@@ -115,9 +115,16 @@ static void down_layers(Layers *L, const char **reader, bool *forward)
         const Node *n = &g->node[id];
         L->down[id] = L->own[id] ? L->own[id] : reader[id];
         L->backward[id] = grads && !forward[id];
+        /* operands see where this node is (its layer, or where the layers around it meet),
+         * so a value only a block's inner ops read (attention's causal mask) stays in that
+         * block instead of taking the name of the layer after it */
+        const char *here = L->own[id] ? L->own[id]
+                         : L->up[id] && L->down[id] ? common_layer(L->arena, L->up[id], L->down[id])
+                                                    : L->down[id];
+        here = here && *here ? here : L->down[id];
         for (int j = 0; j < n->nin; j++) {
-            if (L->down[id])
-                reader[n->in[j]] = L->down[id]; /* a lower reader comes later: it wins */
+            if (here)
+                reader[n->in[j]] = here; /* a lower reader comes later: it wins */
             forward[n->in[j]] = forward[n->in[j]] || forward[id];
         }
     }
