@@ -330,16 +330,10 @@ static bool measure_traced(const Prepared *r, const Args *a, Figures *f, Err *e)
 int cmd_bench(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {
-        {"--batch", .value = &a->batch},     {"--dim", .list = &a->dim},
-        {"--threads", .value = &a->threads}, {"--runs", .value = &a->runs},
-        {"--warmup", .value = &a->warmup},   {"--peak", .value = &a->peak},
-        {"--set", .list = &a->set},          {"--no-fusion", .on = &a->no_fusion},
-        {"--blas", .on = &a->blas},          {"--json", .on = &a->json},
-        {"--seed", .value = &a->seed},       {"--profile", .on = &a->profile},
-        {"--device", .value = &a->device},   {"--cuda-graphs", .on = &a->graphs},
-        {"--allow-tf32", .on = &a->tf32},    {"--mode", .value = &a->mode},
-        {"--cache", .value = &a->cache},     {"--dtype", .value = &a->dtype},
-        {"--trace", .value = &a->trace},
+        RUN_FLAGS(a),
+        {"--batch", .value = &a->batch},   {"--runs", .value = &a->runs},
+        {"--warmup", .value = &a->warmup}, {"--peak", .value = &a->peak},
+        {"--profile", .on = &a->profile},  {"--trace", .value = &a->trace},
     };
     SymSize sizes[argc + 2];
     Figures f = {0};

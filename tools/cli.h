@@ -47,6 +47,18 @@ typedef struct Flag {
     bool *on;
 } Flag;
 
+/* The rows of every flag table that compiles a model and runs it (run, bench): sizes,
+ * overrides, seed, threads, fusion and GEMM choices, the device and its options, the
+ * compile mode and its cache, the dtype, JSON output. */
+#define RUN_FLAGS(a)                                                                       \
+    {"--set", .list = &(a)->set}, {"--dim", .list = &(a)->dim},                            \
+        {"--seed", .value = &(a)->seed}, {"--threads", .value = &(a)->threads},            \
+        {"--no-fusion", .on = &(a)->no_fusion}, {"--blas", .on = &(a)->blas},              \
+        {"--device", .value = &(a)->device}, {"--cuda-graphs", .on = &(a)->graphs},        \
+        {"--allow-tf32", .on = &(a)->tf32}, {"--mode", .value = &(a)->mode},               \
+        {"--cache", .value = &(a)->cache}, {"--dtype", .value = &(a)->dtype},              \
+        {"--json", .on = &(a)->json}
+
 int cli_fail(const Err *e);
 int usage_error(const Command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int help(const Command *cmd);

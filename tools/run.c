@@ -246,16 +246,10 @@ static bool evaluate(const Prepared *r, const Args *a, int threads, uint64_t ste
 int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {
-        {"--input", .list = &a->input}, {"--set", .list = &a->set},
-        {"--dim", .list = &a->dim},     {"--weights", .value = &a->weights},
-        {"--out", .value = &a->out},    {"--seed", .value = &a->seed},
-        {"--interp", .on = &a->interp}, {"--train", .on = &a->train},
-        {"--threads", .value = &a->threads}, {"--no-fusion", .on = &a->no_fusion},
-        {"--blas", .on = &a->blas},     {"--device", .value = &a->device},
-        {"--cuda-graphs", .on = &a->graphs}, {"--allow-tf32", .on = &a->tf32},
-        {"--mode", .value = &a->mode},  {"--cache", .value = &a->cache},
-        {"--rng-step", .value = &a->rng_step}, {"--dtype", .value = &a->dtype},
-        {"--json", .on = &a->json},
+        RUN_FLAGS(a),
+        {"--input", .list = &a->input}, {"--weights", .value = &a->weights},
+        {"--out", .value = &a->out},    {"--interp", .on = &a->interp},
+        {"--train", .on = &a->train},   {"--rng-step", .value = &a->rng_step},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0, step = 0;
