@@ -11,10 +11,10 @@
  *   pad (max-autotune, tune_pad.c)
  *   fuse + lower (codegen/lower.c)       fuse + lower
  *   code generation and an engine:       code generation and an engine
- *     LLVM or a package's object and
- *     the CPU engine (compile_cpu), or
- *     NVRTC and the CUDA engine
- *     (compile_cuda)
+ *     the device's prepare (make_engine):
+ *     LLVM or a package's object and the
+ *     CPU engine, or NVRTC and the CUDA
+ *     engine (runtime/device.h)
  *   the memory plan (at the first run of each size, by the engine), tuning (max-autotune)
  *
  * Every stage can write what it made to COIL_DEBUG_DIR (stage_dump.c); the engine is then
@@ -59,34 +59,6 @@ void compiled_free(Compiled *c)
     free(c);
 }
 
-/* The module's entry points, one per kernel and per step, for the engine. */
-static Engine *engine_for(Compiled *c, const CompileOptions *o, Err *e)
-{
-    const Program *p = c->p;
-    EngineOptions eo = {.threads = o->threads, .profile = o->profile};
-    KernelFn *fns = c->m ? calloc((size_t)p->nkernel + 1, sizeof *fns) : NULL;
-    TileFn *tiles = c->m ? calloc((size_t)p->nstep + 1, sizeof *tiles) : NULL;
-    if (c->m && (!fns || !tiles)) {
-        free(fns);
-        free(tiles);
-        err_set(e, ERR_INPUT, "out of memory creating the engine");
-        return NULL;
-    }
-    for (int k = 0; fns && k < p->nkernel; k++)
-        fns[k] = cpu_kernel(c->m, k);
-    for (int s = 0; tiles && s < p->nstep; s++)
-        tiles[s] = cpu_tile(c->m, s);
-    eo.fns = fns;
-    if (c->m && !o->blas_gemm) {
-        eo.tiles = tiles;
-        eo.uk = cpu_ukernels(c->m);
-    }
-    Engine *en = engine_new(p, &eo, e);
-    free(fns);
-    free(tiles);
-    return en;
-}
-
 static bool device_here(const Device *dev, Err *e)
 {
     const char *why;
@@ -97,7 +69,7 @@ static bool device_here(const Device *dev, Err *e)
 }
 
 /* The device o asks for, or NULL with the reason it cannot be compiled for here. With
- * a debug directory a missing GPU is reported later, in compile_cuda, once the stages
+ * a debug directory a missing GPU is reported later, in make_engine, once the stages
  * that need none (up to the CUDA C) are written. */
 static const Device *pick_device(const CompileOptions *o, bool debug, Err *e)
 {
@@ -132,47 +104,32 @@ static double debug_seconds(const Compiled *c)
     return debug_dir_seconds(compile_debug_dir(c->debug));
 }
 
-/* The code generator's stages, for the breakdown (none without LLVM: the kernels run on
- * the loop evaluator). */
-static void debug_cpu_times(Compiled *c)
+/* The engine's making, for the breakdown: LLVM's stages (none without LLVM: the kernels
+ * run on the loop evaluator), or NVRTC's and the CUDA engine's. */
+static void debug_engine_times(Compiled *c, const EngineMade *made)
 {
-    if (!c->m)
-        return;
-    if (c->from_object) {
+    if (c->device->gpu) {
+        compile_debug_stage(c->debug, made->from_object ? "load-cubin" : "nvrtc", made->codegen_s);
+        compile_debug_stage(c->debug, "cuda-engine", made->seconds - made->codegen_s);
+    } else if (c->m && c->from_object) {
         compile_debug_stage(c->debug, "load-object", c->llvm_s);
-        return;
+    } else if (c->m) {
+        CpuTimes t = cpu_compile_times(c->m);
+        compile_debug_stage(c->debug, "llvm-ir", t.ir_s);
+        compile_debug_stage(c->debug, "llvm-opt", t.opt_s);
+        compile_debug_stage(c->debug, "machine-code", t.machine_s);
     }
-    CpuTimes t = cpu_compile_times(c->m);
-    compile_debug_stage(c->debug, "llvm-ir", t.ir_s);
-    compile_debug_stage(c->debug, "llvm-opt", t.opt_s);
-    compile_debug_stage(c->debug, "machine-code", t.machine_s);
 }
 
-/* The CPU: LLVM's module (or the package's object) and an engine over it. */
-static bool compile_cpu(Compiled *c, const CompileOptions *o, Err *e)
+/* A traced engine that does not trace itself (a GPU's): the profile's events time each
+ * step (what --profile uses), and each run's steps go into the trace after it. */
+static bool trace_setup(Compiled *c, const CompileOptions *o, Err *e)
 {
-    double t0 = clock_seconds() - debug_seconds(c);
-    bool llvm = !o->no_llvm && (cpu_available() || o->object);
-    CpuOptions co = o->cpu;
-    co.debug = compile_debug_dir(c->debug);
-    if (llvm)
-        c->m = o->object ? cpu_load_object(c->p, o->object, e) : cpu_compile(c->p, &co, e);
-    c->llvm_s = clock_seconds() - debug_seconds(c) - t0;
-    c->from_object = o->object != NULL;
-    debug_cpu_times(c);
-    c->engine = c->en = engine_for(c, o, e);
-    return (!llvm || c->m) && c->en != NULL &&
-           (!o->trace || engine_set_trace(c->en, o->trace, e)) && tune_setup(c, o, e);
-}
-
-/* A traced GPU: the profile's CUDA events time each step (what --profile uses), and each
- * run's steps go into the trace after it (trace_gpu_run). */
-static bool trace_gpu_setup(Compiled *c, const CompileOptions *o, Err *e)
-{
-    if (!o->trace)
+    if (!o->trace || c->device->ops->traces_itself)
         return true;
     char device[300];
-    snprintf(device, sizeof device, "%s (CUDA)", cuda_engine_device(c->cu)->name);
+    snprintf(device, sizeof device, "%s (%s)", c->cu ? cuda_engine_device(c->cu)->name
+                                                     : c->device->title, c->device->name);
     c->trace = o->trace;
     c->trace_prog = trace_program(c->trace, c->p, device, e);
     c->traced_s = calloc((size_t)c->p->nstep + 1, sizeof *c->traced_s);
@@ -181,25 +138,41 @@ static bool trace_gpu_setup(Compiled *c, const CompileOptions *o, Err *e)
     return c->trace_prog >= 0 && c->traced_s;
 }
 
-static bool compile_cuda(Compiled *c, const CompileOptions *o, Err *e)
+/* What the device's engine is made from (runtime/device.h). */
+static EngineRequest engine_request(const Compiled *c, const CompileOptions *o)
 {
-    compile_debug_cuda(c->debug, c->p);
-    if (c->debug && !device_here(o->device, e))
+    EngineRequest r = {.threads = o->threads, .profile = o->profile, .blas_gemm = o->blas_gemm,
+                       .no_llvm = o->no_llvm, .object = o->object, .cpu = o->cpu,
+                       .cuda = o->cuda, .trace = o->trace, .graphs = o->mode != MODE_DEFAULT,
+                       .full_opt = o->mode == MODE_MAX_AUTOTUNE};
+    r.cpu.debug = compile_debug_dir(c->debug);
+    return r;
+}
+
+/* Code generation and the engine, through the device (runtime/device.h). */
+static bool make_engine(Compiled *c, const CompileOptions *o, Err *e)
+{
+    const Device *dev = c->device;
+    if (dev->gpu)
+        compile_debug_cuda(c->debug, c->p);
+    if (c->debug && !device_here(dev, e))
         return false; /* pick_device left it until the CUDA C was written */
-    double t0 = clock_seconds();
-    CudaEngineOptions co = o->cuda;
-    co.profile = o->profile || o->trace;
-    co.graphs = co.graphs || o->mode != MODE_DEFAULT;
-    co.full_opt = co.full_opt || o->mode == MODE_MAX_AUTOTUNE;
-    c->engine = c->cu = cuda_engine_new(c->p, &co, e);
-    c->llvm_s = clock_seconds() - t0;
-    c->from_object = co.cubin != NULL;
-    if (c->cu) {
-        double nvrtc = cuda_engine_stats(c->cu).nvrtc_s;
-        compile_debug_stage(c->debug, c->from_object ? "load-cubin" : "nvrtc", nvrtc);
-        compile_debug_stage(c->debug, "cuda-engine", c->llvm_s - nvrtc);
-    }
-    return c->cu != NULL && trace_gpu_setup(c, o, e) && tune_setup(c, o, e);
+    EngineRequest r = engine_request(c, o);
+    EngineMade made = {0};
+    double written = debug_seconds(c);
+    c->engine = dev->ops->prepare(c->p, &r, &made, e);
+    c->m = made.module, c->from_object = made.from_object;
+    /* the CPU's time is LLVM's alone (less the debug directory's writing); a GPU's, the
+     * whole engine's, NVRTC included */
+    c->llvm_s = dev->gpu ? made.seconds : made.codegen_s - (debug_seconds(c) - written);
+    if (!c->engine)
+        return false;
+    if (dev->gpu)
+        c->cu = c->engine;
+    else
+        c->en = c->engine;
+    debug_engine_times(c, &made);
+    return trace_setup(c, o, e) && tune_setup(c, o, e);
 }
 
 /* g lowered to the loop IR, the fusion plan and the program written when debugging. */
@@ -235,7 +208,7 @@ static Compiled *compile_lowered(Graph *g, const CompileOptions *o, CompileDebug
     }
     c->g = g, c->debug = debug, c->device = dev;
     bool ok = lower(c, o, e) &&
-              (dev->gpu ? compile_cuda(c, o, e) : compile_cpu(c, o, e));
+              make_engine(c, o, e);
     if (ok) {
         compile_debug_times(c->debug);
         return c;

@@ -15,10 +15,43 @@
 
 #include "base/base.h"
 #include "codegen/autotune/steps.h"
+#include "codegen/cpu/cpu.h"
 #include "runtime/cpu/cpu_engine.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/trace.h"
+
+/* What an engine is made from, besides its program: every device reads the fields it
+ * knows and ignores the others. */
+typedef struct EngineRequest {
+    int threads;             /* the CPU's pool (0: one per core) */
+    bool profile;            /* time each step (step_seconds) */
+    bool blas_gemm;          /* the CPU's GEMMs on the BLAS path instead of coil's tiles */
+    bool no_llvm;            /* the CPU: no code generator (the loop evaluator runs) */
+    const char *object;      /* the CPU: a package's object instead of running LLVM */
+    CpuOptions cpu;          /* the CPU's code generator (its debug directory included) */
+    CudaEngineOptions cuda;  /* a GPU's engine */
+    Trace *trace;            /* an engine that traces itself records its runs here */
+    bool graphs;             /* replay runs as captured graphs where the device can */
+    bool full_opt;           /* the device compiler's full optimisation (max-autotune) */
+} EngineRequest;
+
+/* What making it produced besides the engine. */
+typedef struct EngineMade {
+    CpuModule *module;       /* the CPU's generated code (the caller frees it after the
+                                engine; a package writes its object), else NULL */
+    bool from_object;        /* the code was a package's (object or cubin), not generated */
+    double seconds;          /* making it: code generation or loading, and the engine */
+    double codegen_s;        /* of which the device compiler proper (NVRTC; LLVM: seconds) */
+} EngineMade;
 
 /* What every engine does; `en` is the engine its device made (an Engine, a CudaEngine). */
 typedef struct DeviceOps {
+    /* The engine for p (which must outlive it), its code generated or loaded as r says;
+     * NULL with e set. */
+    void *(*prepare)(const Program *p, const EngineRequest *r, EngineMade *made, Err *e);
+    /* Whether the engine records its runs into EngineRequest.trace itself (the CPU: each
+     * step and each thread's chunks); else its caller traces from step_seconds. */
+    bool traces_itself;
     /* One run: interp_run's conventions (outputs allocated here). */
     bool (*run)(void *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e);
     /* The rng step random ops draw at from the next run on. */

@@ -7,6 +7,21 @@
 #include "runtime/cuda/cuda_tune.h"
 #include "runtime/device.h"
 
+/* The engine, its kernels compiled by NVRTC (or a package's cubin loaded). */
+static void *prepare(const Program *p, const EngineRequest *r, EngineMade *made, Err *e)
+{
+    double t0 = clock_seconds();
+    CudaEngineOptions co = r->cuda;
+    co.profile = co.profile || r->profile || r->trace; /* a trace reads the step events */
+    co.graphs = co.graphs || r->graphs;
+    co.full_opt = co.full_opt || r->full_opt;
+    CudaEngine *en = cuda_engine_new(p, &co, e);
+    made->seconds = clock_seconds() - t0;
+    made->from_object = co.cubin != NULL;
+    made->codegen_s = en ? cuda_engine_stats(en).nvrtc_s : 0;
+    return en;
+}
+
 static bool run(void *en, const Tensor *inputs, const Tensor *params, Tensor *outputs, Err *e)
 {
     return cuda_engine_run(en, inputs, params, outputs, e);
@@ -31,5 +46,6 @@ static bool configure(void *en, int step, const void *c, Err *e)
 
 static void release(void *en) { cuda_engine_free(en); }
 
-const DeviceOps cuda_device_ops = {run,  set_rng_step,           symbols,   plan,      step_seconds,
-                                   tune, sizeof(CudaStepConfig), config,    configure, release};
+const DeviceOps cuda_device_ops = {prepare,      false, run,    set_rng_step,
+                                   symbols,      plan,  step_seconds, tune,
+                                   sizeof(CudaStepConfig), config, configure, release};
