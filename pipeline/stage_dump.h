@@ -1,5 +1,5 @@
 /* stage_dump.h — the compile pipeline's stages in COIL_DEBUG_DIR (base/debug_dir.h), in
- * the order compiled.c runs them: input IR, the IR after each pass, the fusion plan, the
+ * the order pipeline.c runs them: input IR, the IR after each pass, the fusion plan, the
  * loop IR, LLVM IR or CUDA C, the memory plan, the autotuner's report, the time of each. */
 #ifndef COIL_RUNTIME_COMPILED_DEBUG_H
 #define COIL_RUNTIME_COMPILED_DEBUG_H

@@ -80,7 +80,7 @@ Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb,
  * loss scale left the gradient, not finite for 10 steps in a row or at the last step). */
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);
 
-/* train_plan.c: what a training step needs, before anything runs (`coil plan`): bytes of parameters,
+/* estimate.c: what a training step needs, before anything runs (`coil plan`): bytes of parameters,
  * gradients, optimizer state, saved activations (forward values the backward reads) and
  * the rest of the activation arena (workspace), the inputs; FLOPs; a roofline time. */
 typedef struct TrainPlan {

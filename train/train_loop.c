@@ -760,7 +760,7 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
     return ok && r->loader;
 }
 
-/* A GPU's training runs are resident (cuda_engine_run_resident), which compiled.c's
+/* A GPU's training runs are resident (cuda_engine_run_resident), which pipeline.c's
  * tracing of compiled_run does not see: refused rather than a trace with no steps. */
 static bool check_trace(const TrainOptions *o, Err *e)
 {

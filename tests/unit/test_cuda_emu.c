@@ -156,7 +156,7 @@ static KernelEntry entry(const Run *r, const char *name)
     return fn;
 }
 
-/* With the engine's geometry (cuda_plan.c), on a device of EMU_SMS multiprocessors: a
+/* With the engine's geometry (cuda_mapping.c), on a device of EMU_SMS multiprocessors: a
  * small grid, so the kernels' grid-stride loops are exercised too. */
 static void launch_kernel(const Run *r, int k, bool step)
 {
