@@ -108,16 +108,17 @@ const char pass_pipeline_cuda[] = "verify,decompose_fused,colsum,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {
-    PassItem todo[128];
-    int n = parse_list(list ? list : "", todo, 128, e);
+    PassItem items[128];
+    int n = parse_list(list ? list : "", items, 128, e);
     for (int i = 0; i < n; i++) {
-        const Pass *pass = todo[i].pass;
+        const Pass *pass = items[i].pass;
+        const char *arg = items[i].arg;
         double t0 = clock_seconds();
-        Graph *next = todo[i].arg[0] ? pass->run_arg(*g, todo[i].arg, e) : pass->run(*g, e);
+        Graph *next = arg[0] ? pass->run_arg(*g, arg, e) : pass->run(*g, e);
         if (!next)
             return false;
         coil_log(LOG_INFO, "pass %s%s%s on '%s': %.3f ms, %d -> %d nodes", pass->name,
-                 todo[i].arg[0] ? "=" : "", todo[i].arg, (*g)->name ? (*g)->name : "graph",
+                 arg[0] ? "=" : "", arg, (*g)->name ? (*g)->name : "graph",
                  (clock_seconds() - t0) * 1e3, (*g)->nnode, next->nnode);
         graph_free(*g);
         *g = next;

@@ -29,15 +29,6 @@ static int parse_real(const Command *cmd, const char *flag, const char *s, doubl
 
 /* Every size a training step is made of must be at least 1: a batch of 0 samples has a
  * NaN mean loss, and nothing to learn from. */
-static int check_sizes(const Command *cmd, const SymSize *sizes, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (sizes[i].value < 1)
-            return usage_error(cmd, "--dim %s=%lld: a training step needs %s >= 1", sizes[i].name,
-                               (long long)sizes[i].value, sizes[i].name);
-    return EXIT_OK;
-}
-
 static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, TrainOptions *o)
 {
     int64_t steps, accum, warmup, log_every, save_every = 0, width = 1, threads;
@@ -177,7 +168,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     if (rc == EXIT_OK && !a->help)
         rc = check_model_args(cmd, a, sizes);
     if (rc == EXIT_OK && !a->help)
-        rc = check_sizes(cmd, sizes, a->dim.n);
+        rc = check_dim_sizes(cmd, sizes, a->dim.n);
     if (rc == EXIT_OK && !a->help && a->seed && !parse_u64(a->seed, &seed))
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
     if (rc == EXIT_OK && !a->help)

@@ -15,6 +15,7 @@
 #include "codegen/cpu/cpu.h"
 #include "coil_beside.h"
 #include "io/safetensors.h"
+#include "test_files.h"
 #include "train/train.h"
 
 #define MODEL "examples/tiny.cir"
@@ -50,22 +51,6 @@ static const char *saved_dir(const char *name)
     if (!err_ok(&e))
         fprintf(stderr, "%s: %s\n", name, e.msg);
     return dir;
-}
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = f ? malloc(1 << 20) : NULL;
-    *n = buf ? fread(buf, 1, 1 << 20, f) : 0;
-    if (f)
-        fclose(f);
-    return buf;
-}
-
-static void spit(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(data, 1, n, f) == n && fclose(f) == 0);
 }
 
 static int entries_with(const char *dir, const char *part)
@@ -202,7 +187,7 @@ static void test_bit_flips(void)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT);
     size_t n;
-    char *orig = slurp(path, &n), *bad = orig ? malloc(n) : NULL;
+    char *orig = read_whole(path, &n), *bad = orig ? malloc(n) : NULL;
     int caught = 0;
     for (size_t at = 0; bad && at < n; at++) {
         memcpy(bad, orig, n);
@@ -217,7 +202,7 @@ static void test_bit_flips(void)
     for (int trial = 0; bad && trial < 8; trial++) {
         memcpy(bad, orig, n);
         bad[(size_t)rand() % n] ^= (char)(1 << (rand() % 8));
-        spit(path, bad, n);
+        CHECK(write_whole(path, bad, n));
         TrainOptions o = options(dir, 5, true);
         Err e = {0};
         CHECK(!train(&o, &e) && strstr(e.msg, CKPT));
@@ -238,11 +223,11 @@ static void test_metadata_ranges(void)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT);
     size_t n;
-    char *orig = slurp(path, &n);
+    char *orig = read_whole(path, &n);
     for (size_t i = 0; orig && i < sizeof bad / sizeof *bad; i++) {
         char want[128];
         snprintf(want, sizeof want, "metadata \"%s\" is \"%s\"", bad[i].key, bad[i].value);
-        spit(path, orig, n); /* one bad value at a time */
+        CHECK(write_whole(path, orig, n)); /* one bad value at a time */
         Change c = {.key = bad[i].key, .value = bad[i].value, .seal = true};
         expect_resume(dir, &c, want, false);
     }
@@ -320,12 +305,12 @@ static void test_divergence(void)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT);
     size_t n0, n1;
-    char *before = slurp(path, &n0);
+    char *before = read_whole(path, &n0);
     TrainOptions o = options(dir, 40, true);
     o.lr.lr = o.lr.min_lr = 1e30;
     Err e = {0};
     CHECK(!train(&o, &e) && strstr(e.msg, "training diverged"));
-    char *after = slurp(path, &n1);
+    char *after = read_whole(path, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
     free(after);
     /* an infinite step makes the parameters infinite while the loss it reports is still
@@ -336,7 +321,7 @@ static void test_divergence(void)
     CHECK(!train(&o, &e) && strstr(e.msg, "not saving over the last checkpoint"));
     if (!strstr(e.msg, "not saving"))
         fprintf(stderr, "infinite step: %s\n", e.msg);
-    after = slurp(path, &n1);
+    after = read_whole(path, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
     free(before), free(after);
     o = options(NULL, 3, false); /* fewer steps than the streak: still an error at the end */
@@ -372,7 +357,7 @@ static bool wait_for_lock(const char *dir, pid_t pid)
     snprintf(want, sizeof want, "pid %ld,", (long)pid);
     for (int waited = 0; waited < 600; waited++) {
         size_t n = 0;
-        char *text = slurp(path, &n);
+        char *text = read_whole(path, &n);
         bool held = text && n < 200 && (text[n] = 0, strstr(text, want) != NULL);
         free(text);
         if (held)
@@ -399,7 +384,7 @@ static void test_two_writers(void)
     usleep(300 * 1000); /* writing a checkpoint a step, so a kill may land mid-write */
     /* a leftover in the directory is the live writer's business, not a second one's */
     snprintf(orphan, sizeof orphan, "%s/%s.tmpAbC123", dir, CKPT);
-    spit(orphan, "x", 1);
+    CHECK(write_whole(orphan, "x", 1));
     TrainOptions o = options(dir, 3, false);
     Err e = {0};
     char want[64];

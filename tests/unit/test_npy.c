@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "io/npy.h"
+#include "test_files.h"
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
@@ -28,15 +29,6 @@ static size_t slurp(const char *path, unsigned char *buf, size_t cap)
     size_t n = fread(buf, 1, cap, f);
     fclose(f);
     return n;
-}
-
-static void spit(const char *path, const void *buf, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(buf, 1, n, f);
-        fclose(f);
-    }
 }
 
 static bool shape_is(const Tensor *t, DType dt, int rank, const int64_t *shape)
@@ -127,7 +119,7 @@ static const char *craft(const char *dict, size_t data)
     buf[8] = (unsigned char)n;
     buf[9] = (unsigned char)(n >> 8);
     memcpy(buf + 10, dict, n);
-    spit(tmp_path("craft.npy"), buf, 10 + n + data);
+    CHECK(write_whole(tmp_path("craft.npy"), buf, 10 + n + data));
     return tmp_path("craft.npy");
 }
 
@@ -136,25 +128,25 @@ static void test_errors(void)
     unsigned char good[256];
     size_t n = slurp(FIXTURES "f32_2x3.npy", good, sizeof good);
     CHECK(n == 152);
-    spit(tmp_path("short_data.npy"), good, n - 5);
+    CHECK(write_whole(tmp_path("short_data.npy"), good, n - 5));
     expect_error(tmp_path("short_data.npy"), "truncated data: f32[2,3] needs 24 bytes, found 19");
-    spit(tmp_path("short_header.npy"), good, 40);
+    CHECK(write_whole(tmp_path("short_header.npy"), good, 40));
     expect_error(tmp_path("short_header.npy"), "truncated header: expected 118 bytes, found 30");
-    spit(tmp_path("tiny.npy"), good, 7);
+    CHECK(write_whole(tmp_path("tiny.npy"), good, 7));
     expect_error(tmp_path("tiny.npy"), "truncated header: expected at least 10 bytes, found 7");
-    spit(tmp_path("long.npy"), good, n);
+    CHECK(write_whole(tmp_path("long.npy"), good, n));
     FILE *f = fopen(tmp_path("long.npy"), "ab");
     if (f) {
         fputs("junk", f);
         fclose(f);
     }
     expect_error(tmp_path("long.npy"), "4 unexpected bytes after the data");
-    spit(tmp_path("magic.npy"), "hello, world", 12);
+    CHECK(write_whole(tmp_path("magic.npy"), "hello, world", 12));
     expect_error(tmp_path("magic.npy"), "not a .npy file (bad magic");
     unsigned char v9[152];
     memcpy(v9, good, sizeof v9);
     v9[6] = 9;
-    spit(tmp_path("v9.npy"), v9, sizeof v9);
+    CHECK(write_whole(tmp_path("v9.npy"), v9, sizeof v9));
     expect_error(tmp_path("v9.npy"), "unsupported .npy format version 9.0");
     expect_error(FIXTURES "missing.npy", "missing.npy: cannot open: No such file or directory");
     expect_error(FIXTURES "fortran.npy", "Fortran-order arrays are not supported");
@@ -185,7 +177,7 @@ static void test_corruption(void)
         for (size_t s = 0; s < sizeof subst; s++) {
             memcpy(bad, good, n);
             bad[i] = subst[s];
-            spit(tmp_path("bad.npy"), bad, n);
+            CHECK(write_whole(tmp_path("bad.npy"), bad, n));
             Err e = {0};
             Tensor t;
             if (npy_read(tmp_path("bad.npy"), &t, &e))

@@ -17,6 +17,7 @@
 #include "io/npy.h"
 #include "io/package.h"
 #include "io/safetensors.h"
+#include "test_files.h"
 
 #define MODEL "examples/tiny.cir"
 
@@ -29,24 +30,6 @@ static const char *in_root(const char *name)
     char *b = buf[next++ % 8];
     snprintf(b, 256, "%s/%s", root, name);
     return b;
-}
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = f ? malloc(1 << 20) : NULL;
-    *n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    if (buf)
-        buf[*n] = 0;
-    if (f)
-        fclose(f);
-    return buf;
-}
-
-static void spit(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(data, 1, n, f) == n && fclose(f) == 0);
 }
 
 static bool write_package(const char *dir, Err *e)
@@ -97,7 +80,7 @@ static void test_intact(const char *pkg)
     if (!err_ok(&e))
         fprintf(stderr, "intact package: %s\n", e.msg);
     size_t n;
-    char *m = slurp(in_root("pkg/manifest.json"), &n);
+    char *m = read_whole(in_root("pkg/manifest.json"), &n);
     CHECK(m && strstr(m, "\"format\": 2") && strstr(m, "\"manifest_sha256\""));
     for (int i = 1; m && i < NFILES; i++) { /* every file listed with its own digest */
         char hex[SHA256_HEX], path[512];
@@ -122,12 +105,12 @@ static void test_bit_flips(const char *pkg)
         char path[512];
         snprintf(path, sizeof path, "%s/%s", pkg, files[k]);
         size_t n;
-        char *orig = slurp(path, &n), *bad = orig ? malloc(n + 1) : NULL;
+        char *orig = read_whole(path, &n), *bad = orig ? malloc(n + 1) : NULL;
         size_t stride = n > 8192 ? 7 : 1;
         for (size_t at = 0; bad && at < n; at += stride) {
             memcpy(bad, orig, n);
             bad[at] ^= (char)(1 << (at % 8));
-            spit(path, bad, n);
+            CHECK(write_whole(path, bad, n));
             Err e = {0};
             Graph *g = package_graph(pkg, &e);
             tried++;
@@ -138,7 +121,7 @@ static void test_bit_flips(const char *pkg)
             graph_free(g);
         }
         if (orig)
-            spit(path, orig, n);
+            CHECK(write_whole(path, orig, n));
         free(orig), free(bad);
     }
     printf("package bit flips: %d of %d refused with the file named\n", refused, tried);
@@ -155,7 +138,7 @@ static void test_object_never_mapped(const char *pkg)
     Err e = {0};
     Graph *g = package_graph(pkg, &e);
     size_t n;
-    char *orig = slurp(path, &n);
+    char *orig = read_whole(path, &n);
     CHECK(g && orig && n > 64);
     for (int trial = 0; g && orig && trial < 30; trial++) {
         char *bad = malloc(n);
@@ -164,7 +147,7 @@ static void test_object_never_mapped(const char *pkg)
             size_t at = (size_t)rand() % n;
             bad[at] ^= (char)(1 << (rand() % 8));
         }
-        spit(path, bad, n);
+        CHECK(write_whole(path, bad, n));
         CompileOptions co = {.threads = 1};
         Err le = {0};
         Compiled *c = package_load(pkg, g, &co, &le);
@@ -173,7 +156,7 @@ static void test_object_never_mapped(const char *pkg)
         free(bad);
     }
     if (orig)
-        spit(path, orig, n);
+        CHECK(write_whole(path, orig, n));
     free(orig);
     graph_free(g);
 }
@@ -229,7 +212,7 @@ static void expect_refused(const char *pkg, const char *manifest, const char *wa
 {
     char path[512];
     snprintf(path, sizeof path, "%s/manifest.json", pkg);
-    spit(path, manifest, strlen(manifest));
+    CHECK(write_whole(path, manifest, strlen(manifest)));
     Err e = {0};
     bool ok = loads(pkg, &e);
     CHECK(!ok && strstr(e.msg, want));
@@ -242,7 +225,7 @@ static void test_manifest_edits(const char *pkg)
     size_t n;
     char path[512];
     snprintf(path, sizeof path, "%s/manifest.json", pkg);
-    char *orig = slurp(path, &n);
+    char *orig = read_whole(path, &n);
     if (!orig)
         return;
     static const struct {
@@ -268,7 +251,7 @@ static void test_manifest_edits(const char *pkg)
         expect_refused(pkg, edits[i].reseal ? reseal(m) : m, edits[i].want);
         free(m);
     }
-    spit(path, orig, n);
+    CHECK(write_whole(path, orig, n));
     free(orig);
     Err e = {0};
     CHECK(loads(pkg, &e));
@@ -313,7 +296,7 @@ static void test_failed_writes(void)
     fputs("new", af.f);
     CHECK(!atomic_close(&af, false, &e) && entries_with(root, "keep.tmp") == 0);
     size_t n;
-    char *kept = slurp(in_root("keep"), &n);
+    char *kept = read_whole(in_root("keep"), &n);
     CHECK(kept && n == 3 && memcmp(kept, "old", 3) == 0);
     free(kept);
 }

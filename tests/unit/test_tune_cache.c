@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "codegen/autotune/cache.h"
+#include "test_files.h"
 
 static char tmpdir[] = "/tmp/coil_test_tune_cache_XXXXXX";
 
@@ -21,15 +22,6 @@ static const char *tmp_path(const char *name)
     static char buf[512];
     snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
     return buf;
-}
-
-static void spit(const char *path, const void *buf, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(buf, 1, n, f);
-        fclose(f);
-    }
 }
 
 /* tune_cache_open with stderr captured into warn[]. */
@@ -136,9 +128,9 @@ static void test_corrupt(void)
     snprintf(path, sizeof path, "%s", tmp_path("bad.json"));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (bad[i])
-            spit(path, bad[i], strlen(bad[i]));
+            CHECK(write_whole(path, bad[i], strlen(bad[i])));
         else
-            spit(path, noise, sizeof noise);
+            CHECK(write_whole(path, noise, sizeof noise));
         Err e = {0};
         TuneCache *c = open_capturing(path, warn, sizeof warn, &e);
         CHECK(c != NULL && err_ok(&e));
