@@ -27,11 +27,8 @@ static bool tune_model(const Prepared *r, const Args *a, int threads, TuneReport
 int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {
-        {"--batch", .value = &a->batch},     {"--dim", .list = &a->dim},
-        {"--set", .list = &a->set},          {"--threads", .value = &a->threads},
-        {"--device", .value = &a->device},   {"--report", .value = &a->report},
-        {"--cache", .value = &a->cache},     {"--seed", .value = &a->seed},
-        {"--no-fusion", .on = &a->no_fusion},
+        MODEL_FLAGS(a),
+        {"--batch", .value = &a->batch}, {"--report", .value = &a->report},
     };
     SymSize sizes[argc + 2];
     int64_t threads;

@@ -47,17 +47,20 @@ typedef struct Flag {
     bool *on;
 } Flag;
 
-/* The rows of every flag table that compiles a model and runs it (run, bench): sizes,
- * overrides, seed, threads, fusion and GEMM choices, the device and its options, the
- * compile mode and its cache, the dtype, JSON output. */
-#define RUN_FLAGS(a)                                                                       \
+/* The rows of every flag table that compiles a model and runs it at sizes it is given (run,
+ * bench, autotune): sizes, overrides, seed, threads, fusion, the device, the tuning cache. */
+#define MODEL_FLAGS(a)                                                                     \
     {"--set", .list = &(a)->set}, {"--dim", .list = &(a)->dim},                            \
         {"--seed", .value = &(a)->seed}, {"--threads", .value = &(a)->threads},            \
-        {"--no-fusion", .on = &(a)->no_fusion}, {"--blas", .on = &(a)->blas},              \
-        {"--device", .value = &(a)->device}, {"--cuda-graphs", .on = &(a)->graphs},        \
+        {"--no-fusion", .on = &(a)->no_fusion}, {"--device", .value = &(a)->device},       \
+        {"--cache", .value = &(a)->cache}
+
+/* The rows run and bench add: GEMM choices, the GPU's options, the compile mode, the
+ * dtype, JSON output. */
+#define RUN_FLAGS(a)                                                                       \
+    MODEL_FLAGS(a), {"--blas", .on = &(a)->blas}, {"--cuda-graphs", .on = &(a)->graphs},   \
         {"--allow-tf32", .on = &(a)->tf32}, {"--mode", .value = &(a)->mode},               \
-        {"--cache", .value = &(a)->cache}, {"--dtype", .value = &(a)->dtype},              \
-        {"--json", .on = &(a)->json}
+        {"--dtype", .value = &(a)->dtype}, {"--json", .on = &(a)->json}
 
 int cli_fail(const Err *e);
 int usage_error(const Command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,4 +1,4 @@
-/* device_helpers.h — the device helpers every generated CUDA source starts with (prelude.c). */
+/* device_helpers.h — the device helpers every generated CUDA source starts with (device_helpers.c). */
 #ifndef COIL_CODEGEN_CUDA_PRELUDE_H
 #define COIL_CODEGEN_CUDA_PRELUDE_H
 

@@ -1,7 +1,7 @@
 /* cuda_driver.c — libcuda, libcublas and libcublasLt opened with dlopen at first use, their
  * entry points resolved by versioned name into tables that never change after (pthread_once:
  * the one piece of process-wide state, immutable once made); device queries; CUresult and
- * cublasStatus_t names for messages. */
+ * cublasStatus_t names for messages, and the check (cu_ok) every CUresult goes through. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -114,6 +114,14 @@ const char *cuda_describe(CUresult r, char *buf, size_t n)
                "is installed";
     snprintf(buf, n, "%s%s%s%s", name, text ? " (" : "", text ? text : "", text ? ")" : "");
     return buf;
+}
+
+bool cu_ok(CUresult r, const char *what, Err *e)
+{
+    char buf[400];
+    if (r != CUDA_SUCCESS)
+        err_set(e, ERR_INPUT, "cuda: %s failed: %s", what, cuda_describe(r, buf, sizeof buf));
+    return r == CUDA_SUCCESS;
 }
 
 const char *cuda_blas_status_name(cublasStatus_t s)
@@ -283,14 +291,6 @@ void cuda_libraries_report(char *buf, size_t n)
 
 /* ---------------------------------------------------------------- devices */
 
-static bool query_ok(CUresult r, const char *what, Err *e)
-{
-    char buf[300];
-    if (r != CUDA_SUCCESS)
-        err_set(e, ERR_INPUT, "cuda: %s failed: %s", what, cuda_describe(r, buf, sizeof buf));
-    return r == CUDA_SUCCESS;
-}
-
 /* ---------------------------------------------------------------- contexts */
 
 #define MAX_DEVICES 64
@@ -316,9 +316,9 @@ bool cuda_primary_context(int ordinal, CUcontext *ctx, Err *e)
     }
     pthread_mutex_lock(&primary.lock);
     bool ok = primary.ctx[ordinal] ||
-              (query_ok(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet", e) &&
-               query_ok(cu->cuDevicePrimaryCtxRetain(&primary.ctx[ordinal], dev),
-                        "cuDevicePrimaryCtxRetain", e));
+              (cu_ok(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet", e) &&
+               cu_ok(cu->cuDevicePrimaryCtxRetain(&primary.ctx[ordinal], dev),
+                     "cuDevicePrimaryCtxRetain", e));
     *ctx = primary.ctx[ordinal];
     pthread_mutex_unlock(&primary.lock);
     return ok;
@@ -330,9 +330,9 @@ static bool query_memory(const CudaDriver *cu, int ordinal, CudaDeviceInfo *info
     CUcontext ctx, prev;
     size_t free_b = 0, total_b = 0;
     if (!cuda_primary_context(ordinal, &ctx, e) ||
-        !query_ok(cu->cuCtxPushCurrent(ctx), "cuCtxPushCurrent", e))
+        !cu_ok(cu->cuCtxPushCurrent(ctx), "cuCtxPushCurrent", e))
         return false;
-    bool ok = query_ok(cu->cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo", e);
+    bool ok = cu_ok(cu->cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo", e);
     cu->cuCtxPopCurrent(&prev);
     info->free_bytes = (int64_t)free_b;
     info->total_bytes = (int64_t)total_b;
@@ -370,17 +370,17 @@ bool cuda_device_query(int ordinal, CudaDeviceInfo *info, Err *e)
     CUdevice dev;
     info->ordinal = ordinal;
     info->driver_version = cu->version;
-    bool ok = query_ok(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet", e) &&
-              query_ok(cu->cuDeviceGetName(info->name, sizeof info->name, dev),
-                       "cuDeviceGetName", e) &&
-              query_ok(cu->cuDeviceGetAttribute(&info->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                                                dev), "cuDeviceGetAttribute", e) &&
-              query_ok(cu->cuDeviceGetAttribute(&info->major,
-                                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                       "cuDeviceGetAttribute", e) &&
-              query_ok(cu->cuDeviceGetAttribute(&info->minor,
-                                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                       "cuDeviceGetAttribute", e) &&
+    bool ok = cu_ok(cu->cuDeviceGet(&dev, ordinal), "cuDeviceGet", e) &&
+              cu_ok(cu->cuDeviceGetName(info->name, sizeof info->name, dev),
+                    "cuDeviceGetName", e) &&
+              cu_ok(cu->cuDeviceGetAttribute(&info->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                             dev), "cuDeviceGetAttribute", e) &&
+              cu_ok(cu->cuDeviceGetAttribute(&info->major,
+                                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                    "cuDeviceGetAttribute", e) &&
+              cu_ok(cu->cuDeviceGetAttribute(&info->minor,
+                                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                    "cuDeviceGetAttribute", e) &&
               query_memory(cu, ordinal, info, e);
     if (ok && !cuda_arch_name(info->major, info->minor, info->arch, sizeof info->arch)) {
         err_set(e, ERR_INPUT, "cuda: %s has compute capability %d.%d, older than any NVRTC "

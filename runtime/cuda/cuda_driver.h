@@ -77,6 +77,9 @@ bool cuda_primary_context(int ordinal, CUcontext *ctx, Err *e);
  * name it (the toolkit's stub library); a cublasStatus_t's name ("CUBLAS_STATUS_..."). */
 const char *cuda_describe(CUresult r, char *buf, size_t n);
 const char *cuda_blas_status_name(cublasStatus_t s);
+/* Whether a driver call succeeded; if not, e says "cuda: WHAT failed: NAME (description)".
+ * The one check for every CUresult the engine, the optimizer and the queries get back. */
+bool cu_ok(CUresult r, const char *what, Err *e);
 
 /* Every entry point name the tables resolve, in order (for tests): the driver's,
  * cuBLAS's, cuBLASLt's. */

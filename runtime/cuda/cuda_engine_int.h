@@ -82,13 +82,7 @@ struct CudaEngine {
 
 /* ---------------------------------------------------------------- checked calls */
 
-static inline bool cu_ok(CUresult r, const char *what, Err *e)
-{
-    char buf[400];
-    if (r != CUDA_SUCCESS)
-        err_set(e, ERR_INPUT, "cuda: %s failed: %s", what, cuda_describe(r, buf, sizeof buf));
-    return r == CUDA_SUCCESS;
-}
+/* A CUresult's check is cuda_driver.h's cu_ok. */
 
 /* Every entry point makes the engine's context current on the calling thread first: a
  * thread that has none current (or another device's) would otherwise fail or run there. */

@@ -28,15 +28,6 @@ struct CudaOptim {
     int64_t steps;
 };
 
-static bool cu_ok(CUresult r, const char *what, Err *e)
-{
-    char buf[400];
-    if (r != CUDA_SUCCESS)
-        err_set(e, ERR_INPUT, "cuda optimizer: %s failed: %s", what,
-                cuda_describe(r, buf, sizeof buf));
-    return r == CUDA_SUCCESS;
-}
-
 static int64_t round_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 static void *dptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
@@ -95,7 +86,8 @@ static bool place(CudaOptim *o, const int64_t *numel, const CoilOptChunk *ch, Er
 {
     Layout L = {0};
     bool ok = lay_out(o, numel, &L) &&
-              cu_ok(o->cu->cuMemAlloc(&o->block, (size_t)L.bytes), "cuMemAlloc (its state)", e);
+              cu_ok(o->cu->cuMemAlloc(&o->block, (size_t)L.bytes),
+                    "cuMemAlloc (the optimizer's state)", e);
     for (int i = 0; ok && i < o->n; i++)
         o->rec[i] = (CoilOptTensor){.m = state_ptr(o, &L, i, 0), .v = state_ptr(o, &L, i, 1),
                                     .acc = state_ptr(o, &L, i, 2), .numel = numel[i]};
@@ -105,7 +97,7 @@ static bool place(CudaOptim *o, const int64_t *numel, const CoilOptChunk *ch, Er
         o->norm_dev = o->block + (CUdeviceptr)L.norm;
         ok = cu_ok(o->cu->cuMemsetD8Async(o->block + (CUdeviceptr)L.state, 0,
                                           (size_t)(L.bytes - L.state), o->stream),
-                   "cuMemsetD8Async (its state)", e) &&
+                   "cuMemsetD8Async (the optimizer's state)", e) &&
              cu_ok(o->cu->cuMemcpyHtoDAsync(o->chunks, ch, (size_t)o->nchunks * sizeof *ch,
                                             o->stream), "cuMemcpyHtoDAsync (the chunks)", e) &&
              cu_ok(o->cu->cuStreamSynchronize(o->stream), "cuStreamSynchronize", e);
