@@ -1,8 +1,9 @@
 /* lower.c — a graph of primitives to a Program: the fusion plan's groups become steps in
  * its order (a GEMM with its epilogue is one step), values get buffers (the leaves' own,
  * outputs', or temporaries reused in place), and every temporary's lifetime is recorded
- * for the memory plan. A plan that cannot be lowered as made is retried with the node in
- * question in a group of its own, so lowering never fuses what it cannot prove right. */
+ * for the memory plan. A group that cannot be lowered as planned fails the lowering with
+ * its node marked for a group of its own, and the plan is made again (pipeline/
+ * fuse_lower.c), so lowering never fuses what it cannot prove right. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -655,21 +656,19 @@ static void discard(Program *p)
     free(p);
 }
 
-/* One plan, lowered: the program, or NULL with *nretry nodes marked in force for the next
- * plan (or e set). */
-static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, int *nretry,
-                        double *fuse_s, Err *e)
+/* FORCE_NEXT, asked for in this attempt, becomes FORCE_OWN_GROUP for the next plan:
+ * fuse_plan knows only FORCE_*, and lower_retry must tell a node already on its own (an
+ * error) from one asked for earlier in this same attempt (counted once). */
+static void force_for_next_plan(uint8_t *force, int nnode)
 {
-    Fusion f;
-    FuseOptions fo = {o && o->no_fusion, force, o ? o->max_fused : 0};
-    *nretry = 0;
-    double t0 = clock_seconds();
-    bool planned = fuse_plan(g, &fo, &f, e);
-    *fuse_s += clock_seconds() - t0;
-    if (!planned)
-        return NULL;
+    for (int id = 0; id < nnode; id++)
+        force[id] = force[id] ? FORCE_OWN_GROUP : FORCE_NONE;
+}
+
+Program *lower_fused(const Graph *g, const Fusion *f, uint8_t *force, int *nretry, Err *e)
+{
     Program *p = calloc(1, sizeof *p);
-    Lower L = {.g = g, .f = &f, .p = p, .e = e, .force = force};
+    Lower L = {.g = g, .f = f, .p = p, .e = e, .force = force};
     bool ok = p && (p->arena = arena_new()) != NULL;
     if (!ok)
         err_set(e, ERR_INPUT, "lowering: out of memory");
@@ -680,50 +679,9 @@ static Program *attempt(const Graph *g, uint8_t *force, const LowerOptions *o, i
     }
     *nretry = L.nretry;
     lower_release(&L);
-    if (ok && o && o->plan)
-        *o->plan = f; /* the caller frees it */
-    else
-        fuse_free(&f);
+    force_for_next_plan(force, g->nnode);
     if (ok)
         return p;
     discard(p);
     return NULL;
-}
-
-/* COIL_LOG=info: what lowering made, and how often a plan had to be made again. */
-static void log_lowered(const Graph *g, const Program *p, int tries, double fuse_s, double t0)
-{
-    int gemms = 0;
-    for (int s = 0; s < p->nstep; s++)
-        gemms += p->step[s].kind == STEP_GEMM;
-    coil_log(LOG_INFO, "lower '%s': %d steps (%d kernels, %d GEMMs), %d buffers in %.3f ms "
-             "(fusion planning %.3f ms, %d plan%s: %s)", g->name ? g->name : "graph", p->nstep,
-             p->nkernel, gemms, p->nbuf, (clock_seconds() - t0) * 1e3, fuse_s * 1e3, tries,
-             tries == 1 ? "" : "s", tries == 1 ? "lowered as planned"
-             : "nodes a group could not lower were given groups of their own");
-}
-
-Program *loop_lower(const Graph *g, const LowerOptions *o, Err *e)
-{
-    uint8_t *force = calloc((size_t)g->nnode + 1, 1);
-    Program *p = NULL;
-    double t0 = clock_seconds(), fuse_s = 0;
-    if (!force) {
-        err_set(e, ERR_INPUT, "lowering: out of memory");
-        return NULL;
-    }
-    int tries = 0;
-    for (int nretry = 1; !p && nretry && err_ok(e) && tries <= g->nnode; tries++) {
-        for (int id = 0; id < g->nnode; id++)
-            force[id] = force[id] ? FORCE_OWN_GROUP : FORCE_NONE;
-        p = attempt(g, force, o, &nretry, &fuse_s, e);
-    }
-    if (!p && err_ok(e))
-        err_set(e, ERR_INPUT, "lowering: graph '%s' found no plan to lower", g->name);
-    free(force);
-    if (o && o->fuse_s)
-        *o->fuse_s = fuse_s;
-    if (p && coil_log_on(LOG_INFO))
-        log_lowered(g, p, tries, fuse_s, t0);
-    return p;
 }

@@ -1,25 +1,20 @@
-/* lower.h — a graph to a Program: fusion groups become loop kernels and GEMM steps. */
+/* lower.h — a fusion plan to a Program: the plan's groups become loop kernels and GEMM
+ * steps. Planning (passes/fuse.h) and planning again are pipeline/fuse_lower.c's. */
 #ifndef COIL_CODEGEN_LOWER_H
 #define COIL_CODEGEN_LOWER_H
 
 #include "codegen/loop.h"
 #include "passes/fuse.h"
 
-typedef struct LowerOptions {
-    bool no_fusion; /* one kernel per op, no epilogues (--no-fusion): for comparison */
-    Fusion *plan;   /* when not NULL, receives the fusion plan the program was lowered
-                       from (after any retries); fuse_free it */
-    int max_fused;  /* the most nodes in one kernel: 0 for FUSE_MAX_NODES, < 0 no limit */
-    double *fuse_s; /* when not NULL, receives the seconds spent planning fusion (every
-                       plan tried), part of loop_lower's time */
-} LowerOptions;
-
-/* Lower g, which must hold only primitives (run the decompose pass first): plan the
- * fusion (passes/fuse.h), lower each group, place results in buffers (in place where a
- * temporary dies), and order the steps. When a group cannot be lowered as planned (a
- * reduction read at another index, a view a GEMM cannot stride through) the node is
- * given a group of its own and planning starts again. Errors name the node. The program
- * points at g, which must outlive it. o may be NULL (fusion on). */
-Program *loop_lower(const Graph *g, const LowerOptions *o, Err *e);
+/* Lower g, which must hold only primitives (run the decompose pass first), as f plans it
+ * (made by fuse_plan with force): lower each group, place results in buffers (in place
+ * where a temporary dies), and order the steps. The program points at g, which must
+ * outlive it; f may be freed once it returns. Errors name the node.
+ * force holds FORCE_NONE or FORCE_OWN_GROUP per node of g. When a group cannot be lowered
+ * as planned (a reduction read at another index, a view a GEMM cannot stride through) the
+ * result is NULL with e unset and the *nretry nodes this plan could not lower made
+ * FORCE_OWN_GROUP in force: plan again with force and lower that plan. A node already
+ * FORCE_OWN_GROUP that still cannot be lowered is an error. */
+Program *lower_fused(const Graph *g, const Fusion *f, uint8_t *force, int *nretry, Err *e);
 
 #endif

@@ -9,7 +9,11 @@
  *     (verify, decompose, colsum, fold,  remat (training.c), then with `optimised`:
  *     cse, dce; runtime/device.c)
  *   pad (max-autotune, tune_pad.c)
- *   fuse + lower (codegen/lower.c)       fuse + lower
+ *   fuse (passes/fuse.c)                 fuse
+ *   lower (codegen/lower.c): a node it   lower
+ *     cannot lower as planned gets a
+ *     group of its own and fuse runs
+ *     again (fuse_lower.c)
  *   code generation and an engine:       code generation and an engine
  *     the device's prepare (make_engine):
  *     LLVM or a package's object and the
@@ -24,6 +28,7 @@
 #include <string.h>
 
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/stage_dump.h"
 
@@ -175,14 +180,15 @@ static bool make_engine(Compiled *c, const CompileOptions *o, Err *e)
     return trace_setup(c, o, e) && tune_setup(c, o, e);
 }
 
-/* g lowered to the loop IR, the fusion plan and the program written when debugging. */
+/* The fuse and lower stages (fuse_lower.c): g's fusion planned, the plan lowered to the
+ * loop IR, and both written when debugging. */
 static bool lower(Compiled *c, const CompileOptions *o, Err *e)
 {
     Fusion f = {0};
     double t0 = clock_seconds();
     LowerOptions lo = {.no_fusion = o->no_fusion, .plan = c->debug ? &f : NULL,
                        .fuse_s = &c->fuse_s};
-    c->p = loop_lower(c->g, &lo, e);
+    c->p = fuse_and_lower(c->g, &lo, e);
     c->lower_s = clock_seconds() - t0;
     if (c->p)
         compile_debug_lowered(c->debug, c->g, &f, c->p);
@@ -408,7 +414,8 @@ bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, 
     compile_debug_graph(debug, "input", g);
     Fusion f = {0};
     LowerOptions lo = {.no_fusion = o->no_fusion, .plan = debug ? &f : NULL};
-    Program *p = g && (o->optimised || optimise(&g, o, debug, e)) ? loop_lower(g, &lo, e) : NULL;
+    bool optimised = g && (o->optimised || optimise(&g, o, debug, e));
+    Program *p = optimised ? fuse_and_lower(g, &lo, e) : NULL;
     if (p)
         compile_debug_lowered(debug, g, &f, p);
     fuse_free(&f);

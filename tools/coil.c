@@ -9,11 +9,11 @@
 #include "base/json.h"
 #include "base/version.h"
 #include "codegen/fusion_dot.h"
-#include "codegen/lower.h"
 #include "ir/dot.h"
 #include "ir/summary.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "tools/cli.h"
 
 /* ---------------------------------------------------------------- coil opt */
@@ -149,7 +149,7 @@ static int dump_stage(DumpPlan *dp, const Args *a, const Graph *g, Err *e)
     Fusion f = {0};
     bool fuse = !a->after || strcmp(a->after, "fuse") == 0;
     LowerOptions lo = {.no_fusion = a->no_fusion, .plan = fuse ? &f : NULL};
-    Program *p = loop_lower(g, &lo, e);
+    Program *p = fuse_and_lower(g, &lo, e);
     int rc;
     if (!p)
         rc = cli_fail(e);

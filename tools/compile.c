@@ -9,6 +9,7 @@
 #include "io/package.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/stage_dump.h"
 #include "tools/cli.h"
 
@@ -50,7 +51,7 @@ static bool compile_cuda(const Args *a, const Graph *src, const PackageOptions *
     bool passed = g && run_passes_with(&g, pass_pipeline_cuda, cd ? compile_debug_after_pass : NULL,
                                        cd, e);
     double t1 = clock_seconds();
-    Program *p = passed ? loop_lower(g, &lo, e) : NULL;
+    Program *p = passed ? fuse_and_lower(g, &lo, e) : NULL;
     b->passes_s = t1 - t0, b->lower_s = clock_seconds() - t1;
     b->arch = a->arch ? a->arch : "sm_90a";
     if (p) {

@@ -12,6 +12,7 @@
 
 #include "codegen/cuda/cuda.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/unit/differential.h"
@@ -38,7 +39,7 @@ static void check_cuda(Graph *g, const Data *d, uint64_t seed)
     Err e = {0};
     if (!run_passes(&g, pass_pipeline_cuda, &e))
         fuzz_bug("the CUDA passes fail on a valid graph", e.msg);
-    Program *p = loop_lower(g, NULL, &e);
+    Program *p = fuse_and_lower(g, NULL, &e);
     if (!p)
         fuzz_bug("the CUDA pipeline's graph does not lower", e.msg);
     Tensor got[2] = {{0}};

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "op_cases.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 
 /* Lowering alone: the program through the loop evaluator, after the CPU's passes or the
@@ -20,7 +21,7 @@ static void run_loop_eval(const Case *c, bool no_fusion, const char *pipeline, T
     Err e = {0};
     Graph *g = graph_copy(c->g, &e);
     LowerOptions lo = {.no_fusion = no_fusion};
-    Program *p = g && run_passes(&g, pipeline, &e) ? loop_lower(g, &lo, &e) : NULL;
+    Program *p = g && run_passes(&g, pipeline, &e) ? fuse_and_lower(g, &lo, &e) : NULL;
     char how[128];
     snprintf(how, sizeof how, "loop_eval%s%s", no_fusion ? ", no fusion" : "",
              pipeline == pass_pipeline_cuda ? ", CUDA passes" : "");

@@ -13,9 +13,9 @@
 
 #include "check.h"
 #include "codegen/cuda/cuda.h"
-#include "codegen/lower.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 
 #define FIXTURE_DIR "tests/models/ops"
 
@@ -26,7 +26,7 @@ static const char *const archs[] = {"sm_80", "sm_90a"};
 static int compile_graph(Graph *g, const char *label)
 {
     Err e = {0};
-    Program *p = run_passes(&g, pass_pipeline_cuda, &e) ? loop_lower(g, NULL, &e) : NULL;
+    Program *p = run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
     char *src = p ? cuda_source(p, &e) : NULL;
     int kernels = p ? p->nkernel : 0;
     for (size_t a = 0; src && a < sizeof archs / sizeof *archs; a++) {

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "codegen/cuda/cuda.h"
-#include "codegen/lower.h"
 #include "emu_build.h"
 #include "op_cases.h"
+#include "pipeline/fuse_lower.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cuda/cuda_mapping.h"
 
@@ -41,7 +41,7 @@ static bool emu_load(Emu *u, const char *kase)
     if (!case_load(FIXTURE_DIR, kase, &u->c))
         return false;
     bool ok = (u->g = graph_copy(u->c.g, &e)) && run_passes(&u->g, pass_pipeline_cuda, &e) &&
-              (u->p = loop_lower(u->g, NULL, &e));
+              (u->p = fuse_and_lower(u->g, NULL, &e));
     if (!ok) {
         fprintf(stderr, "%s [CUDA passes]: %s\n", kase, e.msg);
         check_failures++;
@@ -80,7 +80,7 @@ static bool emu_make(Emu *u, const char *name, const char *text)
             ((float *)u->c.in[i].data)[j] = (float)((j * 7919 % 1000) / 250.0 - 2.0);
     }
     ok = ok && (u->g = graph_copy(u->c.g, &e)) && run_passes(&u->g, pass_pipeline_cuda, &e) &&
-         (u->p = loop_lower(u->g, NULL, &e));
+         (u->p = fuse_and_lower(u->g, NULL, &e));
     if (!ok) {
         fprintf(stderr, "%s: %s\n", name, e.msg);
         check_failures++;

@@ -15,9 +15,9 @@
 #include "check.h"
 #include "codegen/cuda/cuda.h"
 #include "codegen/cuda/libs.h"
-#include "codegen/lower.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 #include "runtime/cuda/cuda_engine.h"
 #include "runtime/cuda/cuda_mapping.h"
@@ -107,7 +107,7 @@ static bool lower_graph(Graph *g, const char *label, Lowered *l)
 {
     Err e = {0};
     l->g = g;
-    l->p = g && run_passes(&l->g, pass_pipeline, &e) ? loop_lower(l->g, NULL, &e) : NULL;
+    l->p = g && run_passes(&l->g, pass_pipeline, &e) ? fuse_and_lower(l->g, NULL, &e) : NULL;
     if (!l->p) {
         fprintf(stderr, "%s: %s\n", label, e.msg);
         check_failures++;
@@ -483,7 +483,7 @@ static void test_attention_dims(void)
     ModelOptions mo = {.set = (const char *[]){"layers=1", "vocab=512"}, .nset = 2};
     Err e = {0};
     Graph *g = model_load("examples/gpt2.coil", &mo, &e);
-    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? loop_lower(g, NULL, &e) : NULL;
+    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
     int attn = -1;
     for (int s = 0; p && s < p->nstep; s++)
         attn = p->step[s].kind == STEP_ATTENTION ? s : attn;
@@ -655,7 +655,7 @@ static void test_variants_compile(void)
     Err e = {0};
     ModelOptions mo = {.set = (const char *[]){"layers=1", "vocab=512"}, .nset = 2};
     Graph *g = model_load("examples/gpt2.coil", &mo, &e);
-    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? loop_lower(g, NULL, &e) : NULL;
+    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
     CHECK(p != NULL);
     int compiled = 0;
     for (int k = 0; p && k < p->nkernel; k++) {

@@ -12,9 +12,9 @@
 #include "check.h"
 #include "codegen/cpu/cpu.h"
 #include "codegen/cuda/cuda.h"
-#include "codegen/lower.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 
 enum { ROWS = 4, COLS = 16 };
@@ -160,7 +160,7 @@ static Program *one_kernel(const Graph *g, double *seconds)
     Err e = {0};
     LowerOptions lo = {.max_fused = -1};
     double t0 = now_s();
-    Program *p = loop_lower(g, &lo, &e);
+    Program *p = fuse_and_lower(g, &lo, &e);
     *seconds = now_s() - t0;
     if (!p)
         fprintf(stderr, "lowering: %s\n", e.msg);
@@ -252,8 +252,8 @@ static void *all_stages(void *arg)
     s->src = chain(32768, "x = relu(x) * 0.5 - 0.25");
     Graph *g = s->src ? optimised(s->src) : NULL;
     LowerOptions whole = {.max_fused = -1}, off = {.no_fusion = true};
-    Program *p = g ? loop_lower(g, &whole, &e) : NULL;
-    Program *unfused = p ? loop_lower(g, &off, &e) : NULL;
+    Program *p = g ? fuse_and_lower(g, &whole, &e) : NULL;
+    Program *unfused = p ? fuse_and_lower(g, &off, &e) : NULL;
     char *text = unfused ? loop_print(p) : NULL;
     char *cu = text ? cuda_source(p, &e) : NULL;
     Tensor in = input();
@@ -307,7 +307,7 @@ static void test_residual_stack(void)
     Graph *g = src ? optimised(src) : NULL;
     Err e = {0};
     double t0 = now_s();
-    Program *p = g ? loop_lower(g, NULL, &e) : NULL;
+    Program *p = g ? fuse_and_lower(g, NULL, &e) : NULL;
     double s = now_s() - t0;
     int gemms = 0, fused = 0;
     for (int i = 0; p && i < p->nstep; i++) {

@@ -10,9 +10,9 @@
 #include "check.h"
 #include "codegen/cuda/cuda.h"
 #include "codegen/index_bounds.h"
-#include "codegen/lower.h"
 #include "emu_build.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 #include "runtime/cuda/cuda_mapping.h"
 
@@ -122,7 +122,7 @@ static const char *const runner_name[] = {"interpreter", "loop evaluator",
 static Program *lowered(const Graph *src, const char *pipeline, Graph **g, Err *e)
 {
     *g = graph_copy(src, e);
-    return *g && run_passes(g, pipeline, e) ? loop_lower(*g, NULL, e) : NULL;
+    return *g && run_passes(g, pipeline, e) ? fuse_and_lower(*g, NULL, e) : NULL;
 }
 
 static bool run_on(Runner r, const Graph *src, const Tensor *in, Tensor *out, Err *e)

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "io/npy.h"
 #include "passes/passes.h"
+#include "pipeline/fuse_lower.h"
 #include "pipeline/pipeline.h"
 
 #define P 0.25
@@ -161,7 +162,7 @@ static void test_backends_agree(void)
     /* the loop IR's reference evaluator on the lowered program */
     Graph *opt = g ? graph_copy(g, &(Err){0}) : NULL;
     Err e = {0};
-    Program *p = opt && run_passes(&opt, pass_pipeline, &e) ? loop_lower(opt, NULL, &e) : NULL;
+    Program *p = opt && run_passes(&opt, pass_pipeline, &e) ? fuse_and_lower(opt, NULL, &e) : NULL;
     CHECK(p != NULL);
     for (uint64_t step = 0; p && step <= 5; step += 5) {
         Tensor got[3] = {{0}}, want[3] = {{0}};
