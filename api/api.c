@@ -45,8 +45,8 @@ struct coil_model {
  * tell new values from the old by their address alone: memory is reused). */
 static void params_changed(coil_model *m)
 {
-    if (m->compiled && m->compiled->cu)
-        cuda_engine_params_changed(m->compiled->cu);
+    if (m->compiled)
+        compiled_params_changed(m->compiled);
 }
 
 const char *coil_version(void) { return COIL_VERSION_TEXT; }

@@ -92,13 +92,28 @@ static bool put_text(const char *dir, const char *file, char *text, FileList *ou
     return ok;
 }
 
-/* The object, LLVM IR or assembly (cpu_emit writes it atomically), listed. */
-static bool put_emitted(const Compiled *c, const CompileOptions *o, const char *dir,
-                        const char *what, const char *file, FileList *out, Err *e)
+/* The kernels' files of a package, per kind of device, in the manifest's order: what the
+ * device's emit writes for each (runtime/device.h), under which name ("%s": the GPU's
+ * architecture), and the --emit item that asks for an optional one. */
+typedef struct KernelFile {
+    const char *form, *name, *optional;
+} KernelFile;
+
+static const KernelFile cpu_files[] = {
+    {"obj", "kernels.o", NULL}, {"llvm-ir", "kernels.ll", "llvm-ir"}, {"asm", "kernels.s", "asm"}};
+static const KernelFile gpu_files[] = {
+    {"cu", "kernels.cu", NULL}, {"cubin", "kernels.%s.cubin", NULL}, {"ptx", "kernels.%s.ptx", "ptx"}};
+
+static const KernelFile *kernel_files(const Device *dev, int *n)
 {
-    char path[4096];
-    path_in(path, sizeof path, dir, file);
-    return cpu_emit(c->p, &o->cpu, what, path, e) && record(dir, file, out, e);
+    *n = dev->gpu ? (int)(sizeof gpu_files / sizeof *gpu_files)
+                  : (int)(sizeof cpu_files / sizeof *cpu_files);
+    return dev->gpu ? gpu_files : cpu_files;
+}
+
+static void kernel_file_name(const KernelFile *k, const char *target, char *out, size_t n)
+{
+    snprintf(out, n, k->name, target);
 }
 
 static bool list_has(const char *list, const char *item)
@@ -198,76 +213,64 @@ static bool start_package(const char *dir, Err *e)
     return true;
 }
 
-bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
-                   const PackageOptions *po, Err *e)
+/* An architecture names files of the package (kernels.ARCH.cubin): letters, digits, '_'. */
+static bool target_ok(const char *target, Err *e)
 {
-    static const PackageOptions none = {0};
-    po = po ? po : &none;
-    FileList files = {.n = 0};
-    return start_package(dir, e) && put_text(dir, "model.cir", ir_print(c->g), &files, e) &&
-           put_text(dir, "program.loop", loop_print(c->p), &files, e) &&
-           put_text(dir, "plan.json", plan_json(c->p, po->sb, e), &files, e) &&
-           put_emitted(c, o, dir, "obj", "kernels.o", &files, e) &&
-           (!list_has(po->emit, "llvm-ir") ||
-            put_emitted(c, o, dir, "llvm-ir", "kernels.ll", &files, e)) &&
-           (!list_has(po->emit, "asm") || put_emitted(c, o, dir, "asm", "kernels.s", &files, e)) &&
-           put_manifest(dir, manifest_json(c->g, "cpu", o->cpu.cpu ? o->cpu.cpu : "host",
-                                           o->no_fusion, &files), e);
-}
-
-static bool put_cubin(const char *dir, const char *source, const char *arch, bool full_opt,
-                      double *nvrtc_s, FileList *files, Err *e)
-{
-    CudaCompileOptions co = {.arch = arch, .full_opt = full_opt};
-    Cubin c;
-    char file[FILE_NAME];
-    snprintf(file, sizeof file, "kernels.%s.cubin", arch);
-    if (!nvrtc_compile(source, "kernels.cu", &co, &c, e))
-        return false;
-    *nvrtc_s += c.seconds;
-    bool ok = put_bytes(dir, file, c.data, c.size, files, e);
-    cubin_free(&c);
-    return ok;
-}
-
-static bool put_ptx(const char *dir, const char *source, const char *arch, bool full_opt,
-                    FileList *files, Err *e)
-{
-    CudaCompileOptions co = {.arch = arch, .full_opt = full_opt};
-    char file[FILE_NAME];
-    snprintf(file, sizeof file, "kernels.%s.ptx", arch);
-    return put_text(dir, file, nvrtc_ptx(source, "kernels.cu", &co, e), files, e);
-}
-
-/* An arch names a file of the package (kernels.ARCH.cubin): letters, digits, '_'. */
-static bool arch_ok(const char *arch, Err *e)
-{
-    size_t n = strspn(arch, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
-    if (n > 0 && arch[n] == 0 && n < 32)
+    size_t n = strspn(target, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (n > 0 && target[n] == 0 && n < 32)
         return true;
-    err_set(e, ERR_USAGE, "--arch %s: expected an architecture such as sm_90a", arch);
+    err_set(e, ERR_USAGE, "--arch %s: expected an architecture such as sm_90a", target);
     return false;
 }
 
-bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const char *arch,
-                        bool no_fusion, const PackageOptions *po, double *nvrtc_s, Err *e)
+/* The device's kernels files, each written by its emit (atomically) and listed. */
+static bool put_kernels(const char *dir, const Device *dev, const Program *p,
+                        const EmitRequest *er, const char *target, const PackageOptions *po,
+                        double *codegen_s, FileList *files, Err *e)
+{
+    int n;
+    const KernelFile *k = kernel_files(dev, &n);
+    for (int i = 0; i < n; i++) {
+        if (k[i].optional && !list_has(po->emit, k[i].optional))
+            continue;
+        char file[FILE_NAME], path[4096];
+        double seconds = 0;
+        kernel_file_name(&k[i], target, file, sizeof file);
+        path_in(path, sizeof path, dir, file);
+        if (!dev->ops->emit(p, er, k[i].form, path, &seconds, e) || !record(dir, file, files, e))
+            return false;
+        *codegen_s += seconds;
+    }
+    return true;
+}
+
+bool package_write_program(const char *dir, const Device *dev, const Graph *g,
+                           const Program *p, const EmitRequest *er, bool no_fusion,
+                           const PackageOptions *po, double *codegen_s, Err *e)
 {
     static const PackageOptions none = {0};
     po = po ? po : &none;
-    *nvrtc_s = 0;
+    *codegen_s = 0;
     FileList files = {.n = 0};
-    char *source = arch_ok(arch, e) ? cuda_engine_source(p, e) : NULL; /* the engine's
-                                                helpers too: it loads this cubin */
-    bool ok = source && start_package(dir, e) &&
-              put_text(dir, "model.cir", ir_print(g), &files, e) &&
-              put_text(dir, "program.loop", loop_print(p), &files, e) &&
-              put_text(dir, "plan.json", plan_json(p, po->sb, e), &files, e) &&
-              put_bytes(dir, "kernels.cu", source, strlen(source), &files, e) &&
-              put_cubin(dir, source, arch, po->full_opt, nvrtc_s, &files, e) &&
-              (!list_has(po->emit, "ptx") || put_ptx(dir, source, arch, po->full_opt, &files, e)) &&
-              put_manifest(dir, manifest_json(g, "cuda", arch, no_fusion, &files), e);
-    free(source);
-    return ok;
+    if (!dev->ops) { /* not in this build; a GPU itself is not needed */
+        err_set(e, ERR_INPUT, "cannot compile for %s: %s", dev->name, dev->absent);
+        return false;
+    }
+    const char *target = dev->gpu ? er->arch : er->cpu.cpu ? er->cpu.cpu : "host";
+    return (!dev->gpu || target_ok(target, e)) && start_package(dir, e) &&
+           put_text(dir, "model.cir", ir_print(g), &files, e) &&
+           put_text(dir, "program.loop", loop_print(p), &files, e) &&
+           put_text(dir, "plan.json", plan_json(p, po->sb, e), &files, e) &&
+           put_kernels(dir, dev, p, er, target, po, codegen_s, &files, e) &&
+           put_manifest(dir, manifest_json(g, dev->name, target, no_fusion, &files), e);
+}
+
+bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
+                   const PackageOptions *po, Err *e)
+{
+    EmitRequest er = {.cpu = o->cpu, .full_opt = po && po->full_opt};
+    double ignore;
+    return package_write_program(dir, c->device, c->g, c->p, &er, o->no_fusion, po, &ignore, e);
 }
 
 /* ---------------------------------------------------------------- loading */
@@ -419,19 +422,29 @@ static const PackageFile *listed(const Manifest *m, const char *name)
     return NULL;
 }
 
+static bool require(const Manifest *m, const char *name, const char *path, Err *e)
+{
+    if (listed(m, name))
+        return true;
+    err_set(e, ERR_INPUT, "%s: \"files\" lacks %s: compile the model again", path, name);
+    return false;
+}
+
 /* Every file a package of this device loads must be listed. */
 static bool check_required(const Manifest *m, const char *path, Err *e)
 {
-    char cubin[FILE_NAME + 64];
-    snprintf(cubin, sizeof cubin, "kernels.%s.cubin", m->target);
-    bool cuda = device_find(m->device)->gpu; /* check_manifest found it */
-    const char *need[] = {"model.cir", "program.loop", "plan.json", cuda ? "kernels.cu" : "kernels.o",
-                          cuda ? cubin : NULL};
-    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
-        if (need[i] && !listed(m, need[i])) {
-            err_set(e, ERR_INPUT, "%s: \"files\" lacks %s: compile the model again", path, need[i]);
+    static const char *const common[] = {"model.cir", "program.loop", "plan.json"};
+    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+        if (!require(m, common[i], path, e))
             return false;
-        }
+    int n;
+    const KernelFile *k = kernel_files(device_find(m->device), &n); /* check_manifest found it */
+    for (int i = 0; i < n; i++) {
+        char file[FILE_NAME + 64];
+        kernel_file_name(&k[i], m->target, file, sizeof file);
+        if (!k[i].optional && !require(m, file, path, e))
+            return false;
+    }
     return true;
 }
 

@@ -20,16 +20,20 @@ typedef struct PackageOptions {
 /* Whether path is a directory: given as a model, it is meant as a package, and loading it
  * says what it lacks (a manifest) rather than that it is no file. */
 bool package_is(const char *path);
-/* Write c (compiled with o) to dir, created when missing; each file written to a
- * temporary name, fsynced and renamed (a failed write leaves no temporary), the old
- * manifest removed first and the new one written last. */
+/* Write g's program p for dev to dir, created when missing: the optimised IR, the loop IR,
+ * the plan and the device's kernels, each written by its emit (runtime/device.h): for the
+ * CPU kernels.o (LLVM; with emit "llvm-ir", "asm" also kernels.ll, kernels.s), for a GPU
+ * the kernels' CUDA C (kernels.cu) and their cubin for er->arch (kernels.ARCH.cubin; with
+ * emit "ptx" also kernels.ARCH.ptx), compiled by NVRTC here: no GPU needed. Each file is
+ * written to a temporary name, fsynced and renamed (a failed write leaves no temporary),
+ * the old manifest removed first and the new one written last. *codegen_s: the device
+ * compiler's seconds (0 from its cache). */
+bool package_write_program(const char *dir, const Device *dev, const Graph *g,
+                           const Program *p, const EmitRequest *er, bool no_fusion,
+                           const PackageOptions *po, double *codegen_s, Err *e);
+/* The same for c, compiled with o. */
 bool package_write(const char *dir, const Compiled *c, const CompileOptions *o,
                    const PackageOptions *po, Err *e);
-/* A CUDA package: the same IR, loop IR and plan, the kernels' CUDA C (kernels.cu) and their
- * cubin for `arch` (kernels.ARCH.cubin; with emit "ptx" also kernels.ARCH.ptx), compiled by
- * NVRTC here: no GPU needed. *nvrtc_s gets the seconds NVRTC took (0 from the cache). */
-bool package_write_cuda(const char *dir, const Graph *g, const Program *p, const char *arch,
-                        bool no_fusion, const PackageOptions *po, double *nvrtc_s, Err *e);
 
 /* The package's optimised graph, once its manifest (format, coil version, its own checksum,
  * every field) and every file it lists (size, SHA-256) are checked. Errors name the file

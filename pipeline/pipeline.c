@@ -58,7 +58,6 @@ void compiled_free(Compiled *c)
     free(c->traced_s);
     if (c->engine)
         c->device->ops->free(c->engine);
-    cpu_free(c->m);
     program_free(c->p);
     graph_free(c->g);
     free(c);
@@ -67,7 +66,7 @@ void compiled_free(Compiled *c)
 static bool device_here(const Device *dev, Err *e)
 {
     const char *why;
-    if (dev->available(&why))
+    if (device_available(dev, &why))
         return true;
     err_set(e, ERR_INPUT, "cannot compile for %s: %s", dev->name, why);
     return false;
@@ -109,32 +108,24 @@ static double debug_seconds(const Compiled *c)
     return debug_dir_seconds(compile_debug_dir(c->debug));
 }
 
-/* The engine's making, for the breakdown: LLVM's stages (none without LLVM: the kernels
- * run on the loop evaluator), or NVRTC's and the CUDA engine's. */
+/* The engine's making, for the breakdown: the device compiler's stages (LLVM's, none
+ * without LLVM: the kernels run on the loop evaluator; NVRTC's and the CUDA engine's). */
 static void debug_engine_times(Compiled *c, const EngineMade *made)
 {
-    if (c->device->gpu) {
-        compile_debug_stage(c->debug, made->from_object ? "load-cubin" : "nvrtc", made->codegen_s);
-        compile_debug_stage(c->debug, "cuda-engine", made->seconds - made->codegen_s);
-    } else if (c->m && c->from_object) {
-        compile_debug_stage(c->debug, "load-object", c->llvm_s);
-    } else if (c->m) {
-        CpuTimes t = cpu_compile_times(c->m);
-        compile_debug_stage(c->debug, "llvm-ir", t.ir_s);
-        compile_debug_stage(c->debug, "llvm-opt", t.opt_s);
-        compile_debug_stage(c->debug, "machine-code", t.machine_s);
-    }
+    for (int i = 0; i < made->nstage; i++)
+        compile_debug_stage(c->debug, made->stage[i].name, made->stage[i].seconds);
 }
 
 /* A traced engine that does not trace itself (a GPU's): the profile's events time each
  * step (what --profile uses), and each run's steps go into the trace after it. */
 static bool trace_setup(Compiled *c, const CompileOptions *o, Err *e)
 {
-    if (!o->trace || c->device->ops->traces_itself)
+    if (!o->trace || c->device->ops->set_trace)
         return true;
     char device[300];
-    snprintf(device, sizeof device, "%s (%s)", c->cu ? cuda_engine_device(c->cu)->name
-                                                     : c->device->title, c->device->name);
+    EngineReport rep = compiled_report(c);
+    snprintf(device, sizeof device, "%s (%s)", rep.hardware[0] ? rep.hardware : c->device->title,
+             c->device->name);
     c->trace = o->trace;
     c->trace_prog = trace_program(c->trace, c->p, device, e);
     c->traced_s = calloc((size_t)c->p->nstep + 1, sizeof *c->traced_s);
@@ -166,16 +157,13 @@ static bool make_engine(Compiled *c, const CompileOptions *o, Err *e)
     EngineMade made = {0};
     double written = debug_seconds(c);
     c->engine = dev->ops->prepare(c->p, &r, &made, e);
-    c->m = made.module, c->from_object = made.from_object;
+    c->generated = made.generated, c->from_object = made.from_object;
+    c->codegen = made.codegen;
     /* the CPU's time is LLVM's alone (less the debug directory's writing); a GPU's, the
      * whole engine's, NVRTC included */
     c->llvm_s = dev->gpu ? made.seconds : made.codegen_s - (debug_seconds(c) - written);
     if (!c->engine)
         return false;
-    if (dev->gpu)
-        c->cu = c->engine;
-    else
-        c->en = c->engine;
     debug_engine_times(c, &made);
     return trace_setup(c, o, e) && tune_setup(c, o, e);
 }
@@ -399,9 +387,32 @@ void compiled_use_tuning(Compiled *c, bool on)
 
 const MemoryPlan *compiled_plan(const Compiled *c) { return c->device->ops->plan(c->engine); }
 
+const SymBind *compiled_symbols(const Compiled *c) { return c->device->ops->symbols(c->engine); }
+
 const double *compiled_step_seconds(const Compiled *c)
 {
     return c->device->ops->step_seconds(c->engine);
+}
+
+EngineReport compiled_report(const Compiled *c)
+{
+    EngineReport r;
+    c->device->ops->report(c->engine, &r);
+    return r;
+}
+
+void compiled_params_changed(Compiled *c)
+{
+    if (c->device->ops->params_changed)
+        c->device->ops->params_changed(c->engine);
+}
+
+bool compiled_stop_trace(Compiled *c, Err *e)
+{
+    if (c->device->ops->set_trace)
+        return c->device->ops->set_trace(c->engine, NULL, e);
+    c->trace = NULL; /* compiled_run traces a GPU's runs while it is set */
+    return true;
 }
 
 bool compile_plan(const Graph *src, const CompileOptions *o, const SymBind *sb, MemoryPlan *plan,

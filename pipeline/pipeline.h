@@ -5,11 +5,7 @@
 #ifndef COIL_RUNTIME_COMPILED_H
 #define COIL_RUNTIME_COMPILED_H
 
-#include "codegen/cpu/cpu.h"
 #include "codegen/lower.h"
-#include "runtime/cpu/cpu_engine.h"
-#include "runtime/cpu/cpu_tune.h"
-#include "runtime/cuda/cuda_engine.h"
 #include "runtime/device.h"
 
 /* What a compile optimises for (--mode): the heuristics alone; the same with CUDA graphs
@@ -24,7 +20,7 @@ const char *compile_mode_name(CompileMode m);
 typedef struct CompileOptions {
     bool no_fusion;      /* one kernel per op, no epilogues (--no-fusion) */
     bool no_llvm;        /* kernels through the loop evaluator, GEMMs on the BLAS path (also
-                            what a build without LLVM does: cpu_available() is false) */
+                            what a build without LLVM does: cpu_codegen_built() is false) */
     bool blas_gemm;      /* GEMMs on the BLAS path (OpenBLAS, or runtime/cpu/sgemm.c in a build
                             without it) even when the generated kernels can run */
     int threads;         /* 0: one per core */
@@ -54,11 +50,11 @@ typedef struct CompileDebug CompileDebug; /* pipeline/stage_dump.h */
 typedef struct Compiled {
     Graph *g;            /* the optimised graph (owned) */
     Program *p;
-    CpuModule *m;        /* NULL with no_llvm */
     const Device *device;/* what it was compiled for */
     void *engine;        /* its engine, driven through device->ops (runtime/device.h) */
-    Engine *en;          /* the same engine when it is the CPU's (its extras: statistics) */
-    CudaEngine *cu;      /* the same when it is a GPU's (its extras: resident training) */
+    bool generated;      /* its code was generated or loaded (false: no_llvm, or a build
+                            without LLVM: the loop evaluator runs the kernels) */
+    const char *codegen; /* how ("LLVM", "NVRTC, cached", "loading the object", ...) */
     double passes_s, lower_s, llvm_s; /* seconds in each stage (llvm_s: NVRTC and loading
                                          the module, on a GPU) */
     double fuse_s;       /* of lower_s, planning fusion */
@@ -112,9 +108,16 @@ bool compiled_tune(Compiled *c, Err *e);
  * (false), so `coil bench` can time both in one process. */
 void compiled_use_tuning(Compiled *c, bool on);
 
-/* The engine's memory plan and per-step seconds, whichever device runs it (see
- * engine_plan, engine_step_seconds, and their cuda_engine_ twins). */
+/* The engine's memory plan, its latest run's sizes and per-step seconds, and what it says
+ * of itself, whichever device runs it (runtime/device.h). */
 const MemoryPlan *compiled_plan(const Compiled *c);
+const SymBind *compiled_symbols(const Compiled *c);
 const double *compiled_step_seconds(const Compiled *c);
+EngineReport compiled_report(const Compiled *c);
+/* The parameters' tensors were written in place: uploaded again before the next run
+ * where the device keeps its own copy. */
+void compiled_params_changed(Compiled *c);
+/* A trace's recording stopped (the runs after it go unrecorded). */
+bool compiled_stop_trace(Compiled *c, Err *e);
 
 #endif

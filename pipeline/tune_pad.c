@@ -10,7 +10,6 @@
 #include "base/version.h"
 #include "passes/passes.h"
 #include "pipeline/pipeline.h"
-#include "runtime/cuda/cuda_tune.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
 
@@ -53,7 +52,7 @@ static Graph *probe_graph(const Graph *g, int node, Err *e)
 /* The GPU time of c's steps so far (its engine times each with events), 0 on the CPU. */
 static double gpu_seconds(const Compiled *c)
 {
-    const double *t = c->cu ? compiled_step_seconds(c) : NULL;
+    const double *t = c->device->gpu ? compiled_step_seconds(c) : NULL;
     double sum = 0;
     for (int s = 0; t && s < c->p->nstep; s++)
         sum += t[s];
@@ -67,7 +66,7 @@ static bool probe_run(Probe *p, int at, double *seconds, Err *e)
 {
     double t0 = clock_seconds(), g0 = gpu_seconds(p->c[at]);
     bool ok = compiled_run(p->c[at], p->in, NULL, &p->out[at], e);
-    *seconds = p->c[at]->cu ? gpu_seconds(p->c[at]) - g0 : clock_seconds() - t0;
+    *seconds = p->c[at]->device->gpu ? gpu_seconds(p->c[at]) - g0 : clock_seconds() - t0;
     return ok;
 }
 
@@ -156,18 +155,12 @@ static void pad_key(const Graph *g, int node, const SymBind *sb, const char *dev
              (unsigned long long)fnv1a_str(text));
 }
 
-/* The device as the cache keys it: the CPU and threads, or the GPU (as tune_cuda does). */
+/* The device as the cache keys it: the CPU and threads, or the GPU (as its tuner does). */
 static bool pad_device(const CompileOptions *o, char *buf, size_t n, Err *e)
 {
-    if (!(o->device && o->device->gpu)) {
-        tune_cpu_device(buf, n, o->threads > 0 ? o->threads : pool_default_threads());
-        return true;
-    }
-    CudaDeviceInfo d;
-    if (!cuda_device_query(o->cuda.device, &d, e))
-        return false;
-    tune_cuda_device(&d, buf, n);
-    return true;
+    const Device *dev = o->device ? o->device : device_cpu();
+    EngineRequest r = {.threads = o->threads, .cuda = o->cuda};
+    return dev->ops->tune_key(&r, buf, n, e);
 }
 
 /* Whether to pad matmul `node`: the cache's answer, else measured. */

@@ -1,18 +1,18 @@
-/* device.c — the table of devices (runtime/device.h). A device whose backend is not built
- * is still listed (its name is known: a package or a command line may ask for it), and
- * says why it is unavailable. */
+/* device.c — the table of devices (runtime/device.h). A device whose backend this build
+ * lacks is still listed (its name is known: a package or a command line may ask for it),
+ * without operations, saying why; the build's choice shows here and nowhere else. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "passes/passes.h"
-#include "runtime/cpu/cpu_engine.h"
-#include "runtime/cuda/cuda_engine.h"
 #include "runtime/device.h"
 
-static bool always(const char **why)
-{
-    *why = NULL;
-    return true;
-}
+#if COIL_HAVE_CUDA
+#define CUDA_OPS &cuda_device_ops
+#else
+#define CUDA_OPS NULL
+#endif
 
 /* Padding to whole AVX-512 vectors of f32 on the CPU (what its kernels would prefer, if
  * any); to 8 elements on a GPU (16 bytes of f16/bf16: what tensor cores and cuBLAS's
@@ -21,16 +21,18 @@ static bool always(const char **why)
 static const char *const cpu_passes = pass_pipeline, *const cuda_passes = pass_pipeline_cuda;
 
 static const Device devices[] = {
-    {"cpu", "this CPU", false, &cpu_passes, 16, 0, always, &cpu_device_ops},
-    {"cuda", "an NVIDIA GPU", true, &cuda_passes, 8, PLAN_ALIGN_GPU, cuda_driver_available,
-     &cuda_device_ops},
+    {"cpu", "this CPU", false, &cpu_passes, 16, 0, &cpu_device_ops, NULL},
+    {"cuda", "an NVIDIA GPU", true, &cuda_passes, 8, PLAN_ALIGN_GPU, CUDA_OPS,
+     "this coil was built without the CUDA toolkit's headers (/usr/local/cuda/include): "
+     "install the toolkit and rebuild"},
 };
+enum { NDEVICE = sizeof devices / sizeof *devices };
 
 const Device *device_find(const char *name)
 {
     if (!name)
         return &devices[0];
-    for (size_t i = 0; i < sizeof devices / sizeof *devices; i++)
+    for (int i = 0; i < NDEVICE; i++)
         if (strcmp(name, devices[i].name) == 0)
             return &devices[i];
     return NULL;
@@ -46,4 +48,28 @@ const Device *device_parse(const char *name, Err *e)
 
 const Device *device_cpu(void) { return &devices[0]; }
 
-const char *device_names(void) { return "cpu or cuda"; }
+bool device_available(const Device *d, const char **why)
+{
+    if (d->ops)
+        return d->ops->available(why);
+    *why = d->absent;
+    return false;
+}
+
+/* "cpu or cuda", "cpu, cuda or tpu": written once from the table. */
+static char names[128];
+
+static void write_names(void)
+{
+    size_t used = 0;
+    for (int i = 0; i < NDEVICE && used < sizeof names; i++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
+                                 i == 0 ? "" : i + 1 < NDEVICE ? ", " : " or ", devices[i].name);
+}
+
+const char *device_names(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, write_names);
+    return names;
+}

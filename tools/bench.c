@@ -74,10 +74,8 @@ static bool time_runs(Compiled *c, const Prepared *r, Figures *f, Err *e)
         f->median_s = f->runs % 2 ? t[f->runs / 2] : 0.5 * (t[f->runs / 2 - 1] + t[f->runs / 2]);
         f->min_s = t[0];
         f->max_s = t[f->runs - 1];
-        if (c->cu)
-            f->gpu = cuda_engine_stats(c->cu);
-        else
-            f->gemms = engine_stats(c->en);
+        EngineReport rep = compiled_report(c);
+        f->gpu = rep.gpu, f->gemms = rep.cpu;
     } else if (err_ok(e)) {
         err_set(e, ERR_INPUT, "out of memory");
     }
@@ -256,7 +254,7 @@ static bool print_json_report(const Prepared *r, const Figures *f, const Args *a
 static bool collect_profile(const Compiled *c, const Figures *f, Profile *pr, Err *e)
 {
     const double *t = compiled_step_seconds(c);
-    const SymBind *sb = c->cu ? cuda_engine_symbols(c->cu) : engine_symbols(c->en);
+    const SymBind *sb = compiled_symbols(c);
     int n = c->p->nstep;
     double runs = (double)(f->runs + f->warmup);
     pr->steps = step_table_new(c->p, e);
@@ -301,8 +299,8 @@ static bool measure(const Prepared *r, const Args *a, Trace *trace, Figures *f, 
     if (ok && co.mode == MODE_MAX_AUTOTUNE)
         ok = time_default(c, r, f, e);
     const MemoryPlan *mp = ok ? compiled_plan(c) : NULL;
-    if (ok && c->cu) {
-        snprintf(f->gpu_name, sizeof f->gpu_name, "%s", cuda_engine_device(c->cu)->name);
+    if (ok && c->device->gpu) {
+        snprintf(f->gpu_name, sizeof f->gpu_name, "%s", compiled_report(c).hardware);
         f->device = f->gpu_name;
     }
     if (mp)

@@ -343,8 +343,7 @@ Graph *load_model(const Args *a, uint64_t seed, Err *e)
     return in_dtype(model_load(a->model, &opt, e), a, e);
 }
 
-/* --device's Device (NULL when it names none: check_device says so). */
-static const Device *args_device(const Args *a) { return device_find(a->device); }
+const Device *args_device(const Args *a) { return device_find(a->device); }
 
 bool device_is_cuda(const Args *a) { return args_device(a) && args_device(a)->gpu; }
 

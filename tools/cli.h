@@ -96,6 +96,8 @@ Graph *load_model(const Args *a, uint64_t seed, Err *e);
  * --arch) refused without it. */
 int check_device(const Command *cmd, const Args *a);
 bool device_is_cuda(const Args *a);
+/* --device's Device (NULL when it names none: check_device says so). */
+const Device *args_device(const Args *a);
 /* Compile options from --no-fusion, --threads (already checked), --blas, --device,
  * --cuda-graphs, --allow-tf32, --mode (checked by check_device) and --cache. */
 CompileOptions compile_options(const Args *a, int threads);

@@ -25,8 +25,8 @@ static bool compile_cpu(const Args *a, const Graph *g, const PackageOptions *po,
 {
     CompileOptions co = compile_options(a, 1);
     Compiled *c = compile_graph(g, &co, e);
-    bool ok = c && c->m && package_write(a->out, c, &co, po, e);
-    if (c && !c->m && err_ok(e))
+    bool ok = c && c->generated && package_write(a->out, c, &co, po, e);
+    if (c && !c->generated && err_ok(e))
         err_set(e, ERR_INPUT, "compile: no CPU code generator in this build");
     for (int s = 0; ok && s < c->p->nstep; s++)
         b->gemm_steps += c->p->step[s].kind == STEP_GEMM;
@@ -60,7 +60,9 @@ static bool compile_cuda(const Args *a, const Graph *src, const PackageOptions *
     }
     fuse_free(&f);
     compile_debug_free(cd);
-    bool ok = p && package_write_cuda(a->out, g, p, b->arch, a->no_fusion, po, &b->codegen_s, e);
+    EmitRequest er = {.arch = b->arch, .full_opt = po->full_opt};
+    bool ok = p && package_write_program(a->out, args_device(a), g, p, &er, a->no_fusion, po,
+                                         &b->codegen_s, e);
     for (int s = 0; ok && s < p->nstep; s++)
         b->gemm_steps += p->step[s].kind == STEP_GEMM;
     if (ok)
@@ -186,7 +188,7 @@ static int check_emit(const Command *cmd, const Args *a)
             ok = strlen(known[i]) == n && strncmp(s, known[i], n) == 0;
         if (!ok)
             return usage_error(cmd, "--emit: '%.*s' is not one of %s,%s for --device %s", (int)n,
-                               s, known[0], known[1], device_is_cuda(a) ? "cuda" : "cpu");
+                               s, known[0], known[1], args_device(a)->name);
         s += n + (s[n] == ',');
     }
     return EXIT_OK;

@@ -55,24 +55,14 @@ static void print_outputs(const Graph *g, const Tensor *outputs)
     }
 }
 
-/* How the kernels came to be: compiled here, or loaded from a package. */
-static const char *codegen_name(const Compiled *c)
-{
-    if (c->cu)
-        return c->from_object ? "loading the cubin"
-                              : cuda_engine_stats(c->cu).cubin_cached ? "NVRTC, cached" : "NVRTC";
-    return c->from_object ? "loading the object" : c->m ? "LLVM" : "no code generator: loop evaluator";
-}
-
-static void print_cuda_timing(const Outcome *o)
+static void print_cuda_timing(const Outcome *o, const EngineReport *rep)
 {
     const Compiled *c = o->c;
-    CudaEngineStats st = cuda_engine_stats(c->cu);
-    const CudaDeviceInfo *d = cuda_engine_device(c->cu);
+    const CudaEngineStats st = rep->gpu;
     printf("compile %.1f ms (passes %.1f, lowering %.1f, %s %.1f): %d kernels, %d GEMMs, for "
            "%s (%s)\n", (c->passes_s + c->lower_s + c->llvm_s) * 1e3, c->passes_s * 1e3,
-           c->lower_s * 1e3, codegen_name(c), c->llvm_s * 1e3, c->p->nkernel,
-           st.gemm_cublas + st.gemm_lt, d->name, d->arch);
+           c->lower_s * 1e3, c->codegen, c->llvm_s * 1e3, c->p->nkernel,
+           st.gemm_cublas + st.gemm_lt, rep->hardware, rep->arch);
     printf("time %.3f ms (GPU, copies in and out included; GEMMs: %d cuBLAS, %d cuBLASLt with "
            "the epilogue fused), %.4g FLOPs\n", o->seconds * 1e3, st.gemm_cublas, st.gemm_lt,
            o->flops);
@@ -85,14 +75,15 @@ static void print_timing(const Outcome *o)
         printf("time %.3f ms (interpreter), %.4g FLOPs\n", o->seconds * 1e3, o->flops);
         return;
     }
-    if (c->cu) {
-        print_cuda_timing(o);
+    EngineReport rep = compiled_report(c);
+    if (c->device->gpu) {
+        print_cuda_timing(o, &rep);
         return;
     }
-    EngineStats st = engine_stats(c->en);
+    EngineStats st = rep.cpu;
     printf("compile %.1f ms (passes %.1f, lowering %.1f, %s %.1f): %d kernels, %d GEMMs\n",
            (c->passes_s + c->lower_s + c->llvm_s) * 1e3, c->passes_s * 1e3, c->lower_s * 1e3,
-           codegen_name(c), c->llvm_s * 1e3, c->p->nkernel, st.gemm_generated + st.gemm_blas);
+           c->codegen, c->llvm_s * 1e3, c->p->nkernel, st.gemm_generated + st.gemm_blas);
     printf("time %.3f ms (compiled; GEMMs: %d generated, %d %s), %.4g FLOPs\n",
            o->seconds * 1e3, st.gemm_generated, st.gemm_blas, gemm_blas_name(), o->flops);
     if (c->mode == MODE_MAX_AUTOTUNE)
@@ -163,15 +154,15 @@ static void json_output(JsonWriter *w, const char *name, const Tensor *t, const 
 
 static void json_gemms(JsonWriter *w, const Compiled *c)
 {
-    if (c->cu) {
-        CudaEngineStats st = cuda_engine_stats(c->cu);
-        json_field_string(w, "gpu", cuda_engine_device(c->cu)->name);
-        json_field_string(w, "arch", cuda_engine_device(c->cu)->arch);
-        json_field_int(w, "gemms_cublas", st.gemm_cublas);
-        json_field_int(w, "gemms_cublaslt", st.gemm_lt);
+    EngineReport rep = compiled_report(c);
+    if (c->device->gpu) {
+        json_field_string(w, "gpu", rep.hardware);
+        json_field_string(w, "arch", rep.arch);
+        json_field_int(w, "gemms_cublas", rep.gpu.gemm_cublas);
+        json_field_int(w, "gemms_cublaslt", rep.gpu.gemm_lt);
         return;
     }
-    EngineStats st = engine_stats(c->en);
+    EngineStats st = rep.cpu;
     json_field_int(w, "gemms_generated", st.gemm_generated);
     json_field_int(w, "gemms_blas", st.gemm_blas);
     json_field_string(w, "blas", gemm_blas_name());
@@ -184,7 +175,7 @@ static void json_compiled(JsonWriter *w, const Compiled *c)
     json_field_double(w, "compile_ms", (c->passes_s + c->lower_s + c->llvm_s) * 1e3);
     json_field_double(w, "passes_ms", c->passes_s * 1e3);
     json_field_double(w, "lowering_ms", c->lower_s * 1e3);
-    json_field_string(w, "codegen", codegen_name(c));
+    json_field_string(w, "codegen", c->codegen);
     json_field_double(w, "codegen_ms", c->llvm_s * 1e3);
     json_field_int(w, "kernels", c->p->nkernel);
     json_gemms(w, c);
@@ -199,7 +190,7 @@ static bool print_json(const Prepared *r, const Outcome *o, const Args *a)
     json_begin_object(&w);
     json_field_string(&w, "model", r->g->name);
     json_field_string(&w, "package", r->package);
-    json_field_string(&w, "device", o->c && o->c->cu ? "cuda" : "cpu");
+    json_field_string(&w, "device", o->c ? o->c->device->name : "cpu");
     json_field_string(&w, "executor", o->c ? "compiled" : "interpreter");
     json_key(&w, "outputs");
     json_begin_array(&w);

@@ -14,7 +14,6 @@
 #include "passes/passes.h"
 #include "pipeline/training.h"
 #include "runtime/cpu/peak.h"
-#include "runtime/cuda/cuda_optim.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
 #include "runtime/trace.h"
@@ -48,7 +47,8 @@ typedef struct Run {
     bool *given;
     int nparam, targets_at, tokens_at;
     Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
-    CudaOptim *dev;      /* on a GPU: the update where the parameters and gradients are */
+    const DeviceTraining *dt; /* where the parameters stay on the device (a GPU's): its */
+    void *dev;                /* runs and optimizer, the update where the gradients are */
     bool *fetch;         /* on a GPU: the outputs brought home (the loss, not gradients) */
     Loader *loader;
     int col_input[8];    /* arrays mode: the graph input each array feeds */
@@ -92,7 +92,8 @@ static void run_free(Run *r)
         tensor_free(&r->outputs[i]);
     free(r->inputs), free(r->params), free(r->outputs), free(r->accum), free(r->given);
     free(r->fetch);
-    cuda_optim_free(r->dev);
+    if (r->dev)
+        r->dt->optim_free(r->dev);
     optim_free(r->opt);
     loader_free(r->loader);
     compiled_free(r->c);
@@ -118,26 +119,30 @@ Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb,
     return training_graph(model, &t, sb, flops, e);
 }
 
-/* On a GPU the parameters, gradients and optimizer state stay there: the update runs on
- * the device (cuda_optim.h), only the loss comes home each micro-batch, and parameters and
- * state cross only for checkpoints. The gradients are outputs 1.. (autodiff's order). */
+/* On a device that keeps them (a GPU: runtime/device.h's DeviceTraining) the parameters,
+ * gradients and optimizer state stay there: the update runs on the device, only the loss
+ * comes home each micro-batch, and parameters and state cross only for checkpoints. The
+ * gradients are outputs 1.. (autodiff's order). */
 static bool on_device(Run *r, Err *e)
 {
+    r->dt = r->c->device->ops->training;
+    if (!r->dt)
+        return true;
     r->fetch = calloc((size_t)r->joint->noutput + 1, sizeof *r->fetch);
     if (!r->fetch) {
         err_set(e, ERR_INPUT, "out of memory");
         return false;
     }
     r->fetch[0] = true;
-    r->dev = cuda_optim_new(r->c->cu, r->opt, r->params, r->nparam, 1, r->o->accum > 1, e);
+    r->dev = r->dt->optim_new(r->c->engine, r->opt, r->params, r->nparam, 1, r->o->accum > 1, e);
     return r->dev != NULL;
 }
 
 /* The device's parameters and optimizer state into the host's tensors (checkpoints). */
 static bool to_host(Run *r, Err *e)
 {
-    return !r->dev || (cuda_engine_download_params(r->c->cu, r->params, e) &&
-                       cuda_optim_download(r->dev, r->opt, e));
+    return !r->dev || (r->dt->download_params(r->c->engine, r->params, e) &&
+                       r->dt->download(r->dev, r->opt, e));
 }
 
 /* The first element of t that is not finite, or -1 (integer tensors: none). */
@@ -221,7 +226,7 @@ static bool setup(Run *r, const Graph *model, Err *e)
     return ok &&
            (o->weights ? safetensors_bind(g, o->weights, r->params, e) && weights_finite(r, e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
-           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && (!r->c->cu || on_device(r, e));
+           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && on_device(r, e);
 }
 
 /* ---------------------------------------------------------------- checkpoints */
@@ -486,7 +491,7 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
         *data_pos = s->data_pos;
         if (s->has_scale && r->scale_at >= 0)
             r->scale = s->scale, r->good = (int64_t)s->good;
-        ok = !r->dev || cuda_optim_upload(r->dev, r->opt, e); /* parameters: with the first run */
+        ok = !r->dev || r->dt->upload(r->dev, r->opt, e); /* parameters: with the first run */
     }
     safetensors_free(&r->ck);
     return ok;
@@ -517,8 +522,8 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
     }
     if (ok)
         compiled_set_rng_step(r->c, draw);
-    ok = ok && (r->dev ? cuda_engine_run_resident(r->c->cu, r->inputs, r->params, r->outputs,
-                                                  r->fetch, e) && compiled_tune(r->c, e)
+    ok = ok && (r->dev ? r->dt->run(r->c->engine, r->inputs, r->params, r->outputs, r->fetch,
+                                    e) && compiled_tune(r->c, e)
                        : compiled_run(r->c, r->inputs, r->params, r->outputs, e));
     if (ok)
         *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0) / r->scale;
@@ -529,7 +534,7 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
 static bool add_grads(Run *r, bool first, Err *e)
 {
     if (r->dev)
-        return cuda_optim_accumulate(r->dev, first, e);
+        return r->dt->accumulate(r->dev, first, e);
     for (int i = 0; i < r->nparam; i++) {
         Tensor *g = &r->outputs[1 + i];
         if (first) {
@@ -669,7 +674,7 @@ static bool check_diverged(const Run *r, bool at_end, Err *e)
 static bool update(Run *r, double grad_scale, double lr, double *norm, Err *e)
 {
     if (r->dev)
-        return cuda_optim_step(r->dev, grad_scale, lr, e) && cuda_optim_finish(r->dev, norm, e);
+        return r->dt->step(r->dev, grad_scale, lr, norm, e);
     const Tensor *grads = r->o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
     *norm = optim_step(r->opt, r->params, grads, grad_scale, lr);
     return true;
@@ -760,7 +765,7 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
     return ok && r->loader;
 }
 
-/* A GPU's training runs are resident (cuda_engine_run_resident), which pipeline.c's
+/* A GPU's training runs are resident (DeviceTraining.run), which pipeline.c's
  * tracing of compiled_run does not see: refused rather than a trace with no steps. */
 static bool check_trace(const TrainOptions *o, Err *e)
 {
@@ -777,9 +782,9 @@ static bool check_trace(const TrainOptions *o, Err *e)
 static bool trace_enough(Run *r, const TrainResult *res, Err *e)
 {
     const TrainOptions *o = r->o;
-    if (!r->trace || o->trace_steps <= 0 || res->steps != o->trace_steps || !r->c->en)
+    if (!r->trace || o->trace_steps <= 0 || res->steps != o->trace_steps)
         return true;
-    return engine_set_trace(r->c->en, NULL, e);
+    return compiled_stop_trace(r->c, e);
 }
 
 /* The trace written while its programs are alive (it names their steps from them). */

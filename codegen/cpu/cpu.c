@@ -32,8 +32,6 @@ struct CpuModule {
     CpuTimes times;
 };
 
-bool cpu_available(void) { return true; }
-
 static bool has_gemm(const Program *p)
 {
     for (int s = 0; s < p->nstep; s++)
@@ -370,3 +368,6 @@ CpuModule *cpu_load_object(const Program *p, const char *obj_path, Err *e)
     }
     return m;
 }
+
+const CpuCodegen cpu_llvm = {cpu_compile, cpu_load_object, cpu_emit, cpu_kernel,
+                             cpu_tile, cpu_ukernels, cpu_compile_times, cpu_free};

@@ -50,10 +50,6 @@ typedef struct Ukernels {
 
 /* ---------------------------------------------------------------- compiling */
 
-/* true when this build has the LLVM backend (COIL_LLVM); without it cpu_compile fails
- * with a message saying so. */
-bool cpu_available(void);
-
 /* Compile every kernel of p, a TileFn for every GEMM step and the micro-kernels into one
  * JIT'd module; NULL with e set on failure. */
 CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e);
@@ -82,5 +78,20 @@ bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const cha
  * Errors name the file: unreadable, not an object, compiled from another program or for
  * a CPU feature this machine lacks, a missing symbol. */
 CpuModule *cpu_load_object(const Program *p, const char *obj_path, Err *e);
+
+/* The functions above as the CPU device takes them (runtime/cpu/cpu_device.c): this folder
+ * is built only with LLVM (COIL_LLVM), and the device has no code generator without it. */
+typedef struct CpuCodegen {
+    CpuModule *(*compile)(const Program *p, const CpuOptions *o, Err *e);
+    CpuModule *(*load_object)(const Program *p, const char *obj_path, Err *e);
+    bool (*emit)(const Program *p, const CpuOptions *o, const char *what, const char *path,
+                 Err *e);
+    KernelFn (*kernel)(const CpuModule *m, int k);
+    TileFn (*tile)(const CpuModule *m, int s);
+    const Ukernels *(*ukernels)(const CpuModule *m);
+    CpuTimes (*times)(const CpuModule *m);
+    void (*free)(CpuModule *m);
+} CpuCodegen;
+extern const CpuCodegen cpu_llvm;
 
 #endif

@@ -25,6 +25,8 @@ struct Engine {
     KernelFn *fns;     /* per kernel; NULL (all or one): the loop evaluator */
     TileFn *tiles;     /* per step; NULL (all or one): OpenBLAS */
     const Ukernels *uk;
+    void *code;        /* what fns, tiles and uk point into (EngineOptions.code) */
+    void (*free_code)(void *code);
     StepConfig *cfg;   /* per step */
     bool *heavy;       /* per step: a GEMM whose fused epilogue calls transcendental math */
     int *range_buf;    /* per step: the buffer a range step stores an index's [min, max]
@@ -171,15 +173,19 @@ Engine *engine_new(const Program *p, const EngineOptions *o, Err *e)
     static const EngineOptions defaults = {0};
     o = o ? o : &defaults;
     if (!p->graph) {
+        if (o->free_code)
+            o->free_code(o->code);
         err_set(e, ERR_INPUT, "engine: the program has no graph to take its signature from");
         return NULL;
     }
     Engine *en = calloc(1, sizeof *en);
     if (!en) {
+        if (o->free_code)
+            o->free_code(o->code);
         err_set(e, ERR_INPUT, "out of memory creating an engine");
         return NULL;
     }
-    en->p = p;
+    en->p = p, en->code = o->code, en->free_code = o->free_code;
     bool ok = alloc_tables(en, o, e) && check_program(p, en->nparam, e) && bind_consts(en, e) &&
               (en->pool = pool_new(o->threads, e)) != NULL;
     if (!ok) {
@@ -210,6 +216,8 @@ void engine_free(Engine *en)
     free(en->step_s);
     plan_free(&en->plan);
     free(en->arena);
+    if (en->free_code)
+        en->free_code(en->code);
     free(en);
 }
 

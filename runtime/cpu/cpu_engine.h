@@ -18,6 +18,9 @@ typedef struct EngineOptions {
     const TileFn *tiles;  /* per step (copied); NULL, or a NULL entry: OpenBLAS */
     const Ukernels *uk;   /* the micro-kernels (must outlive the engine); NULL: OpenBLAS */
     bool profile;         /* time every step (engine_step_seconds) */
+    void *code;           /* what fns, tiles and uk point into, owned by the engine from
+                             engine_new on (even when it fails): free_code(code) at its end */
+    void (*free_code)(void *code);
 } EngineOptions;
 
 /* How one step runs, when something better than the heuristics is known (the autotuner's
@@ -29,6 +32,10 @@ typedef struct StepConfig {
     GemmPath path;     /* a GEMM: the generated kernels (where they can run) or OpenBLAS */
     GemmTiling tiling; /* the generated kernels' blocking; store_only: epilogue unfused */
 } StepConfig;
+
+/* Whether this build generates the CPU's kernels (LLVM, codegen/cpu); without, the loop
+ * evaluator runs them (runtime/cpu/cpu_device.c). */
+bool cpu_codegen_built(void);
 
 /* p (and its graph) must outlive the engine; o NULL: the defaults. Errors: a program whose
  * indices name nothing in its graph, non-static constants, out of memory, no threads. */

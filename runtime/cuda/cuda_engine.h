@@ -2,8 +2,9 @@
  * for the device (codegen/cuda), GEMM steps through cuBLAS or, with a fused bias and
  * activation, cuBLASLt, one stream, one device arena laid out by the CPU engine's memory
  * plan, and optionally the whole run captured once as a CUDA graph and replayed. Mirrors
- * engine.h: host tensors in, host tensors out. No CUDA header is needed to use it; in a
- * build without the toolkit's headers every entry point says so (runtime/cuda/engine_absent.c). */
+ * engine.h: host tensors in, host tensors out. No CUDA header is needed to include it, but
+ * it is built only with the toolkit's headers: the rest of coil reaches it through the
+ * device table (runtime/device.h, cuda_device.c), whose "cuda" row says why it is missing. */
 #ifndef COIL_RUNTIME_CUDA_ENGINE_H
 #define COIL_RUNTIME_CUDA_ENGINE_H
 

@@ -6,7 +6,8 @@
  * which finishes the norm itself, clips, and skips the whole update when the norm is not
  * finite, with no host round trip. The host learns the norm after the step's sync.
  * The kernels' source and the pure planning (cuda_optim_kernels.c) are in every build; the
- * device side (cuda_optim.c) needs the toolkit's headers (cuda_absent.c stands in). */
+ * device side (cuda_optim.c) needs the toolkit's headers, and is reached through the
+ * device's DeviceTraining (runtime/device.h, cuda_device.c). */
 #ifndef COIL_RUNTIME_CUDA_OPTIM_H
 #define COIL_RUNTIME_CUDA_OPTIM_H
 

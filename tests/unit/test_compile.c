@@ -77,7 +77,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot read %s (run from the source root)\n", dir);
         return 1;
     }
-    if (!cpu_available())
+    if (!cpu_codegen_built())
         printf("note: built without LLVM: the engine runs the loop evaluator\n");
     for (int i = 0; i < n; i++) {
         list[i]->d_name[strlen(list[i]->d_name) - 4] = '\0';

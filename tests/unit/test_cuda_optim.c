@@ -409,7 +409,7 @@ static void gpu_against_host(const Scenario *s)
     alloc_set(hp), alloc_set(hg), alloc_set(dp), alloc_set(in);
     fill(hp, 1, 0.5f);
     Optimizer *host = c ? optim_new(&s->c, g, hp, &e) : NULL;
-    CudaOptim *dev = host ? cuda_optim_new(c->cu, host, hp, NT, 1, false, &e) : NULL;
+    CudaOptim *dev = host ? cuda_optim_new(c->engine, host, hp, NT, 1, false, &e) : NULL;
     bool fetch[NT + 1] = {true};
     double most = 0;
     for (int step = 0; dev && step < 5 && err_ok(&e); step++) {
@@ -420,11 +420,11 @@ static void gpu_against_host(const Scenario *s)
             for (int64_t k = 0; k < tensor_numel(&in[i]); k++)
                 ((float *)hg[i].data)[k] = ((float *)in[i].data)[k] * 2;
         /* the first run uploads the parameters: before the host's update */
-        if (!cuda_engine_run_resident(c->cu, in, hp, out, fetch, &e))
+        if (!cuda_engine_run_resident(c->engine, in, hp, out, fetch, &e))
             break;
         double want = optim_step(host, hp, hg, 1, 1e-2), got = 0;
         if (!cuda_optim_step(dev, 1, 1e-2, &e) || !cuda_optim_finish(dev, &got, &e) ||
-            !cuda_engine_download_params(c->cu, dp, &e))
+            !cuda_engine_download_params(c->engine, dp, &e))
             break;
         CHECK_NEAR(got, want, 1e-6);
         most = fmax(most, worst(dp, hp));

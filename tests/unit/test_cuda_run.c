@@ -808,7 +808,7 @@ static void test_compile_device(void)
     o.device = device_cpu();
     e = (Err){0};
     Compiled *c = g ? compile_graph(g, &o, &e) : NULL;
-    CHECK(c && c->en && !c->cu && compiled_plan(c) == NULL);
+    CHECK(c && c->engine && !c->device->gpu && compiled_plan(c) == NULL);
     compiled_free(c);
     graph_free(g);
 }

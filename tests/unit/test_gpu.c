@@ -66,7 +66,7 @@ static void done(Runner *r, const char *name, int failures_before)
  * the stages' own logic where no GPU is, the GPU's statistics unchecked). */
 static CompileOptions gpu; /* .device: set by main (the GPU, or the CPU with --cpu) */
 
-static bool on_gpu(const Compiled *c) { return c && c->cu; }
+static bool on_gpu(const Compiled *c) { return c && c->device->gpu; }
 
 /* The passes the device's code generator wants (the GPU keeps attention whole). */
 static const char *device_pipeline(void)
@@ -213,7 +213,7 @@ static void fixture_three_ways(const Case *c)
     o.cuda.graphs = true;
     Compiled *cc = fixture_run(c, o, 3, "cuda, graphs");
     if (on_gpu(cc)) {
-        CudaEngineStats st = cuda_engine_stats(cc->cu);
+        CudaEngineStats st = cuda_engine_stats(cc->engine);
         CHECK(st.graph_captures == 1 && st.graph_replays == 2);
     }
     compiled_free(cc);
@@ -340,7 +340,7 @@ static void example_case(const char *path, const char *const *set, int nset)
     CompileOptions o = gpu;
     o.cuda.graphs = true;
     Compiled *c = model_run(&m, o, 3, path, graphs);
-    CudaEngineStats st = on_gpu(c) ? cuda_engine_stats(c->cu) : (CudaEngineStats){0};
+    CudaEngineStats st = on_gpu(c) ? cuda_engine_stats(c->engine) : (CudaEngineStats){0};
     CHECK(c && (!on_gpu(c) || (st.graph_captures == 1 && st.graph_replays == 2)));
     CHECK(same_tensors(plain, graphs, m.g->noutput));
     if (on_gpu(c))
@@ -355,7 +355,7 @@ static void example_case(const char *path, const char *const *set, int nset)
         tensors_free(got, other.g->noutput);
     }
     if (on_gpu(c))
-        CHECK(cuda_engine_stats(c->cu).graph_captures == 2);
+        CHECK(cuda_engine_stats(c->engine).graph_captures == 2);
     compiled_free(c);
     o = gpu;
     o.cuda.no_lt = true;
@@ -365,7 +365,7 @@ static void example_case(const char *path, const char *const *set, int nset)
     double sum = 0;
     for (int s = 0; t && s < c->p->nstep; s++)
         sum += t[s];
-    CHECK(t && sum > 0 && (!on_gpu(c) || cuda_engine_stats(c->cu).gemm_lt == 0));
+    CHECK(t && sum > 0 && (!on_gpu(c) || cuda_engine_stats(c->engine).gemm_lt == 0));
     compiled_free(c);
     tensors_free(plain, m.g->noutput);
     tensors_free(graphs, m.g->noutput);
@@ -411,7 +411,7 @@ static void lt_gelu_case(int form)
         return;
     int before = check_failures;
     Compiled *c = model_run(&m, gpu, 1, forms[form], NULL);
-    CHECK(c && (!on_gpu(c) || cuda_engine_stats(c->cu).gemm_lt == (form == 0)));
+    CHECK(c && (!on_gpu(c) || cuda_engine_stats(c->engine).gemm_lt == (form == 0)));
     if (form == 0 && check_failures > before)
         fprintf(stderr, "if only gelu_tanh fails: cuBLASLt's GELU is not the tanh form; move "
                 "lt_epilogue's GELU row in runtime/cuda/cuda_engine.c to CU_EPI_GELU_BIAS\n");
@@ -445,10 +445,10 @@ static void params_changed_case(void)
     tensors_free(m.d.want, m.g->noutput);
     CHECK(interp_run(m.g, m.d.in, m.d.params, m.d.want, NULL, &e));
     if (on_gpu(c)) {
-        cuda_engine_params_changed(c->cu);
+        cuda_engine_params_changed(c->engine);
         CHECK(compiled_run(c, m.d.in, m.d.params, got, &e) &&
               outputs_match(m.g, &m.d, got, "tiny, parameters changed", 0));
-        CHECK(cuda_engine_stats(c->cu).param_uploads == 2);
+        CHECK(cuda_engine_stats(c->engine).param_uploads == 2);
         tensors_free(got, m.g->noutput);
     }
     compiled_free(c);
@@ -695,7 +695,7 @@ int main(int argc, char **argv)
         }
     }
     const char *why = NULL;
-    bool have_gpu = !gpu.device->gpu || gpu.device->available(&why);
+    bool have_gpu = !gpu.device->gpu || device_available(gpu.device, &why);
     for (int s = 0; s < NSTAGE; s++)
         if (!any || chosen[s])
             run_stage(&stages[s], base, have_gpu ? NULL : why);

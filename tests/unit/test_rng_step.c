@@ -174,7 +174,7 @@ static void test_backends_agree(void)
     }
     program_free(p);
     graph_free(opt);
-    if (g && cpu_available()) {
+    if (g && cpu_codegen_built()) {
         check_compiled(g, &(CompileOptions){.threads = 2}, "LLVM", &x, &w);
         check_compiled(g, &(CompileOptions){.threads = 2, .no_fusion = true}, "LLVM, unfused", &x, &w);
     }
@@ -211,7 +211,7 @@ static void test_step0_is_fixtures(void)
         Graph *g = ir_parse_file(path, &e);
         Tensor x = {0}, want = {0};
         bool ok = g && read(kases[k], "expect.y", &want) && (k == 1 || read(kases[k], "x", &x));
-        Compiled *c = ok ? compile_graph(g, &(CompileOptions){.threads = 1, .no_llvm = !cpu_available()}, &e) : NULL;
+        Compiled *c = ok ? compile_graph(g, &(CompileOptions){.threads = 1, .no_llvm = !cpu_codegen_built()}, &e) : NULL;
         CHECK(c != NULL);
         for (int s = 0; c && s < 2; s++) {
             Tensor got = {0};
@@ -246,7 +246,7 @@ static void test_gradients(void)
     Graph *j = g ? autodiff(g, NULL, &e) : NULL;
     CHECK(j != NULL);
     Tensor x = normal(ROWS, IN, 3), w = normal(IN, OUT, 4);
-    CompileOptions o = {.threads = 2, .no_llvm = !cpu_available()};
+    CompileOptions o = {.threads = 2, .no_llvm = !cpu_codegen_built()};
     Compiled *c = j ? compile_graph(j, &o, &e) : NULL;
     CHECK(c != NULL);
     Tensor at[2][2] = {{{0}}};

@@ -510,7 +510,7 @@ static void test_mixed_precision(void)
 int main(void)
 {
     test_optimizers();
-    if (!cpu_available()) {
+    if (!cpu_codegen_built()) {
         printf("test_train: compiled tests skipped (built without COIL_LLVM)\n");
         return check_status();
     }
