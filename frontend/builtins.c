@@ -170,7 +170,7 @@ bool call_ir_op(Lower *L, int op, const Expr *call, Value *out)
     int next_attr = 0;
     for (const Arg *a = call->args; a; a = a->next) {
         Value v;
-        if (!eval(L, a->value, &v))
+        if (!eval_expr(L, a->value, &v))
             return false;
         bool operand = !a->kw && npos == nin && nin < max_in &&
                        (v.kind == V_TENSOR || ((info->flags & OPF_POINTWISE) && (v_is_number(&v) || v.kind == V_BOOL)));
@@ -594,7 +594,7 @@ static bool bind_builtin(Lower *L, const Expr *call, const BuiltinSig *sig, BArg
             return fail(L, arg->loc, "'%s' takes at most %d arguments", sig->name, sig->nparam);
         if (a->given[k])
             return fail(L, arg->loc, "argument '%s' given twice", sig->param[k]);
-        if (!eval(L, arg->value, &a->v[k]))
+        if (!eval_expr(L, arg->value, &a->v[k]))
             return false;
         a->given[k] = true;
         a->loc[k] = arg->value->loc;

@@ -1,4 +1,4 @@
-/* eval.h — internal to the lowering (lower.c, builtins.c): compile-time values, the
+/* eval.h — internal to the evaluation into a graph (to_graph.c, builtins.c): compile-time values, the
  * evaluator's state, and the helpers both files use to check and convert values. */
 #ifndef COIL_FRONTEND_EVAL_H
 #define COIL_FRONTEND_EVAL_H
@@ -69,7 +69,7 @@ const char *v_describe(const Lower *L, const Value *v, char *buf, size_t n);
 const Type *v_type(const Lower *L, const Value *v);
 
 /* Evaluate one expression (a call must give exactly one value) or a call's values. */
-bool eval(Lower *L, const Expr *e, Value *out);
+bool eval_expr(Lower *L, const Expr *e, Value *out);
 bool eval_call_multi(Lower *L, const Expr *call, Value *out, int max, int *n);
 
 /* Checked conversions; `what` names the thing in the message ("axis", "argument 'x'"). */

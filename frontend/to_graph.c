@@ -53,7 +53,7 @@ static const int binop_ir[B_COUNT] = {
 static bool eval_binary(Lower *L, const Expr *e, Value *out)
 {
     Value ab[2];
-    if (!eval(L, e->lhs, &ab[0]) || !eval(L, e->rhs, &ab[1]))
+    if (!eval_expr(L, e->lhs, &ab[0]) || !eval_expr(L, e->rhs, &ab[1]))
         return false;
     if (ab[0].kind != V_TENSOR && ab[1].kind != V_TENSOR)
         return fold_binary(L, e->loc, e->op, &ab[0], &ab[1], out);
@@ -68,7 +68,7 @@ static bool eval_binary(Lower *L, const Expr *e, Value *out)
 static bool eval_unary(Lower *L, const Expr *e, Value *out)
 {
     Value x;
-    if (!eval(L, e->lhs, &x))
+    if (!eval_expr(L, e->lhs, &x))
         return false;
     if (x.kind == V_TENSOR)
         return apply_op(L, e->loc, OP_NEG, &x, 1, NULL, 0, out);
@@ -88,13 +88,13 @@ static bool eval_list(Lower *L, const Expr *e, Value *out)
     Value *items = arena_alloc(L->arena, sizeof *items * (size_t)(n ? n : 1));
     int i = 0;
     for (const Expr *x = e->items; x; x = x->next)
-        if (!eval(L, x, &items[i++]))
+        if (!eval_expr(L, x, &items[i++]))
             return false;
     *out = (Value){.kind = V_LIST, .n = n, .items = items};
     return true;
 }
 
-bool eval(Lower *L, const Expr *e, Value *out)
+bool eval_expr(Lower *L, const Expr *e, Value *out)
 {
     if (L->failed)
         return false;
@@ -175,7 +175,7 @@ static bool match_dim(Lower *L, Frame *f, const Expr *d, Dim actual, int axis, c
     }
     Value v;
     Dim want;
-    if (!eval(L, d, &v) || !want_dim(L, d->loc, &v, "a dimension", &want))
+    if (!eval_expr(L, d, &v) || !want_dim(L, d->loc, &v, "a dimension", &want))
         return false;
     if (dim_eq(want, actual))
         return true;
@@ -263,7 +263,7 @@ static bool init_text(Lower *L, const Expr *init, char *buf, size_t n)
     int k = 0;
     for (const Arg *a = init->args; a; a = a->next, k++) {
         Value x;
-        if (!eval(L, a->value, &x) || !want_number(L, a->value->loc, &x, "an initializer argument", &v[k]))
+        if (!eval_expr(L, a->value, &x) || !want_number(L, a->value->loc, &x, "an initializer argument", &v[k]))
             return false;
         if (!isfinite(v[k]))
             return fail(L, a->value->loc, "an initializer argument must be finite");
@@ -289,7 +289,7 @@ static bool exec_param(Lower *L, const Stmt *st)
     Value *items = arena_alloc(L->arena, sizeof *items * (size_t)(shape.n ? shape.n : 1));
     int i = 0;
     for (const Expr *d = st->type->dims; d; d = d->next)
-        if (!eval(L, d, &items[i++]))
+        if (!eval_expr(L, d, &items[i++]))
             return false;
     shape.items = items;
     Type t;
@@ -323,7 +323,7 @@ static bool exec_assign(Lower *L, const Stmt *st)
 {
     int want = list_len(st->names), n = 1;
     Value *vals = arena_alloc(L->arena, sizeof *vals * (size_t)want);
-    if (want == 1 && !eval(L, st->value, &vals[0]))
+    if (want == 1 && !eval_expr(L, st->value, &vals[0]))
         return false;
     if (want > 1) {
         if (st->value->kind != E_CALL)
@@ -346,7 +346,7 @@ static bool exec_return(Lower *L, const Stmt *st)
     Value *vals = arena_alloc(L->arena, sizeof *vals * (size_t)n);
     int i = 0;
     for (const Expr *e = st->values; e; e = e->next)
-        if (!eval(L, e, &vals[i++]))
+        if (!eval_expr(L, e, &vals[i++]))
             return false;
     L->frame->ret = vals;
     L->frame->nret = n;
@@ -358,7 +358,7 @@ static bool exec_repeat(Lower *L, const Stmt *st)
 {
     Value c;
     int64_t n;
-    if (!eval(L, st->value, &c) || !want_int(L, st->value->loc, &c, "a repeat count", &n))
+    if (!eval_expr(L, st->value, &c) || !want_int(L, st->value->loc, &c, "a repeat count", &n))
         return false;
     if (n < 0 || n > LOWER_MAX_REPEAT)
         return fail(L, st->value->loc, "a repeat count must be between 0 and %d, got %lld",
@@ -378,7 +378,7 @@ static bool exec_if(Lower *L, const Stmt *st)
 {
     Value c;
     bool cond = false;
-    if (!eval(L, st->value, &c) || !want_bool(L, st->value->loc, &c, "an if condition", &cond))
+    if (!eval_expr(L, st->value, &c) || !want_bool(L, st->value->loc, &c, "an if condition", &cond))
         return false;
     return exec(L, cond ? st->body : st->els);
 }
@@ -415,7 +415,7 @@ static bool label_prefix(Lower *L, const Expr *call, const char **out)
             continue;
         Value v;
         int64_t i = 0;
-        if (!eval(L, p->index, &v) || !want_int(L, p->index->loc, &v, "a label index", &i))
+        if (!eval_expr(L, p->index, &v) || !want_int(L, p->index->loc, &v, "a label index", &i))
             return false;
         k += (size_t)snprintf(s + k, cap - k, "%lld.", (long long)i);
     }
@@ -443,7 +443,7 @@ static bool bind_block_args(Lower *L, const Item *blk, const Expr *call, Value *
             return fail(L, a->loc, "block '%s' takes %d argument%s", blk->name, np, np == 1 ? "" : "s");
         if (given[k])
             return fail(L, a->loc, "argument %d of block '%s' is given twice", k + 1, blk->name);
-        if (!eval(L, a->value, &slot[k]))
+        if (!eval_expr(L, a->value, &slot[k]))
             return false;
         given[k] = true;
     }
@@ -478,7 +478,7 @@ static bool bind_params(Lower *L, const Item *blk, Frame *f, Value *slot, const 
         if (!given[k] && !p->def)
             ok = fail(L, call->loc, "block '%s': missing argument '%s'", blk->name, p->name);
         else if (!given[k])
-            ok = eval(L, p->def, &slot[k]);
+            ok = eval_expr(L, p->def, &slot[k]);
         if (ok && p->type->kind != T_TENSOR)
             ok = bind_scalar_param(L, f, p, slot[k], call->loc, who);
     }
@@ -602,7 +602,7 @@ static bool eval_config(Lower *L)
         for (const ConfigEntry *c = it->kind == I_CONFIG ? it->config : NULL; ok && c; c = c->next) {
             const Value *set = namemap_get(&over, c->name);
             Value v;
-            ok = set ? (v = *set, true) : eval(L, c->value, &v);
+            ok = set ? (v = *set, true) : eval_expr(L, c->value, &v);
             if (ok && v.kind != V_INT && v.kind != V_FLOAT && v.kind != V_BOOL) {
                 char d[300];
                 ok = fail(L, c->loc, "config constant '%s' must be a number or a bool, got %s", c->name,
@@ -631,7 +631,7 @@ static bool input_type(Lower *L, const Param *p, Type *t)
             bind(L, L->frame, d->s, v_dim((Dim){1, 1u << sym, 0}));
         }
         Value v;
-        if (!eval(L, d, &v) || !want_dim(L, d->loc, &v, "a dimension", &t->dim[i]))
+        if (!eval_expr(L, d, &v) || !want_dim(L, d->loc, &v, "a dimension", &t->dim[i]))
             return false;
     }
     return true;

@@ -7,61 +7,6 @@
 
 #include "ir.h"
 
-static bool shape_mismatch(const Graph *g, const char *what, const char *name, const Type *want,
-                           const Tensor *got, int dim, Err *e)
-{
-    char tw[256], tg[256];
-    type_fmt(g, want, tw, sizeof tw);
-    tensor_fmt(got, tg, sizeof tg);
-    if (dim < 0)
-        err_set(e, ERR_INPUT, "%s '%s': expected %s, got %s", what, name, tw, tg);
-    else
-        err_set(e, ERR_INPUT, "%s '%s': expected %s, got %s (dimension %d disagrees)", what, name,
-                tw, tg, dim);
-    return false;
-}
-
-/* Bind dims that are a lone symbol (B), then solve products (B*T, 2*B) with one unknown. */
-static bool bind_dim(const Graph *g, SymBind *sb, Dim d, int64_t size, bool simple_pass)
-{
-    int unknown = -1, nunknown = 0;
-    int64_t known = d.k;
-    for (int s = 0; s < COIL_MAX_SYMS; s++) {
-        if (!(d.syms >> s & 1))
-            continue;
-        if (sb->known[s])
-            known *= sb->val[s];
-        else
-            unknown = s, nunknown++;
-    }
-    (void)g;
-    if (nunknown == 0)
-        return known == size;
-    if (nunknown > 1 || (simple_pass && (d.k != 1 || __builtin_popcount(d.syms) != 1)))
-        return true; /* decided in a later pass */
-    if (known == 0 || size % known != 0)
-        return false;
-    sb->val[unknown] = size / known;
-    sb->known[unknown] = true;
-    return true;
-}
-
-bool bind_inputs(const Graph *g, const Tensor *inputs, SymBind *sb, Err *e)
-{
-    memset(sb, 0, sizeof *sb);
-    for (int pass = 0; pass < 3; pass++)
-        for (int i = 0; i < g->ninput; i++) {
-            const Node *n = &g->node[g->input[i]];
-            const Tensor *t = &inputs[i];
-            if (t->dt != n->type.dt || t->rank != n->type.rank)
-                return shape_mismatch(g, "input", node_name(n), &n->type, t, -1, e);
-            for (int d = 0; d < t->rank; d++)
-                if (!bind_dim(g, sb, n->type.dim[d], t->shape[d], pass == 0))
-                    return shape_mismatch(g, "input", node_name(n), &n->type, t, d, e);
-        }
-    return true;
-}
-
 static bool itensor_alloc(const Graph *g, const Node *n, const SymBind *sb, ITensor *t, Err *e)
 {
     memset(t, 0, sizeof *t);
@@ -84,12 +29,6 @@ static bool itensor_alloc(const Graph *g, const Node *n, const SymBind *sb, ITen
         return false;
     }
     return true;
-}
-
-bool sym_same_sizes(const SymBind *a, const SymBind *b)
-{
-    return memcmp(a->val, b->val, COIL_MAX_SYMS * sizeof a->val[0]) == 0 &&
-           memcmp(a->known, b->known, sizeof a->known) == 0;
 }
 
 static bool eval_node(const Graph *g, int id, const ITensor *in, const SymBind *sb, bool exact,
@@ -130,7 +69,7 @@ static bool load_leaf(const Graph *g, const Node *n, const Tensor *t, const SymB
     for (int d = 0; ok && d < t->rank; d++)
         ok = t->shape[d] == out->shape[d];
     if (!ok || !t->data)
-        return shape_mismatch(g, what, node_name(n), &n->type, t, -1, e);
+        return tensor_mismatch(g, what, node_name(n), &n->type, t, -1, e);
     for (int64_t i = 0; i < out->n; i++)
         out->d[i] = dtype_load(t->dt, t->data, i);
     return true;

@@ -334,8 +334,13 @@ bool sym_same_sizes(const SymBind *a, const SymBind *b);
 bool type_resolve(const Type *t, const SymBind *sb, int64_t *dims);
 /* Bytes of a value of type t under sb; -1 when a symbol is unbound or it overflows. */
 int64_t type_bytes(const Type *t, const SymBind *sb);
-/* Bind symbols from input tensors; errors name the input and the disagreeing dim. */
+/* Bind symbols from input tensors; errors name the input and the disagreeing dim
+ * (signature.c, with the checks below). */
 bool bind_inputs(const Graph *g, const Tensor *inputs, SymBind *sb, Err *e);
+/* The error for a tensor `got` given for `what` ("input", "parameter") `name` of type
+ * want: "expected f32[B,4], got f32[2,5]" (dim >= 0: the one that disagrees); false. */
+bool tensor_mismatch(const Graph *g, const char *what, const char *name, const Type *want,
+                     const Tensor *got, int dim, Err *e);
 /* ir/signature.c: parameters (graph_params order) must have their declared dtype and
  * shape at sb (the message names the first that does not); outputs allocated at sb.
  * reuse_output_tensors keeps an output that already holds data of the right dtype and
