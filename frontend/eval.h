@@ -1,5 +1,5 @@
-/* eval.h — internal to the evaluation into a graph (to_graph.c, builtins.c): compile-time values, the
- * evaluator's state, and the helpers both files use to check and convert values. */
+/* eval.h — internal to the evaluation into a graph (to_graph.c, builtins.c): compile-time
+ * values, the evaluator's state, and the helpers both files use to check and convert them. */
 #ifndef COIL_FRONTEND_EVAL_H
 #define COIL_FRONTEND_EVAL_H
 

@@ -44,8 +44,15 @@ static void unknown_pass(const char *name, size_t len, Err *e)
     for (int i = 0; i < pass_count && used < sizeof valid; i++)
         used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s", i ? ", " : "",
                                  pass_table[i].name);
+    /* the stages after the passes make a plan and a program, not a graph */
+    bool stage = (len == 4 && strncmp(name, "fuse", 4) == 0) ||
+                 (len == 5 && strncmp(name, "lower", 5) == 0);
     if (len == 0)
         err_set(e, ERR_USAGE, "--passes: empty pass name; valid passes: %s", valid);
+    else if (stage)
+        err_set(e, ERR_USAGE, "--passes: '%.*s' is a stage after the passes, not a pass (its "
+                "result is no graph): see it with `coil dump --after=%.*s`; valid passes: %s",
+                (int)len, name, (int)len, name, valid);
     else
         err_set(e, ERR_USAGE, "--passes: unknown pass '%.*s'; valid passes: %s", (int)len, name,
                 valid);
