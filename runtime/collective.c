@@ -1,0 +1,300 @@
+/* collective.c — the collectives (runtime/collective.h) as ring algorithms over the
+ * ring's links (comm_ring.h), run in order by one thread per Comm, so a started
+ * collective moves its bytes while the caller computes. All-reduce is reduce-scatter then
+ * all-gather: each rank sends and receives 2(n-1)/n of the data, whatever the world size.
+ * Every rank adds the chunks in the same order, so all end with the same bits. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/collective.h"
+#include "runtime/comm_ring.h"
+
+typedef enum CommKind {
+    COMM_ALL_REDUCE, COMM_REDUCE_SCATTER, COMM_ALL_GATHER, COMM_BROADCAST, COMM_BARRIER
+} CommKind;
+
+static const char *const kind_name[] = {"all-reduce", "reduce-scatter", "all-gather",
+                                        "broadcast", "barrier"};
+
+struct CommOp {
+    Comm *c;
+    CommKind kind;
+    float *data;      /* the float collectives' array of n */
+    int64_t n;
+    void *bytes;      /* broadcast's */
+    size_t nbytes;
+    int root;
+    bool done, ok;
+    Err err;
+    CommOp *next;
+};
+
+struct Comm {
+    World w;
+    Ring *ring;              /* NULL in a world of one */
+    pthread_t thread;
+    bool started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+    CommOp *head, *tail;     /* started, not yet run */
+    bool broken;             /* a collective failed: the ranks are out of step */
+    Err why;
+    double busy_s, waited_s;
+};
+
+int64_t comm_chunk_start(int64_t n, int size, int i)
+{
+    int64_t per = n / size, extra = n % size; /* the first `extra` chunks one longer */
+    return (int64_t)i * per + (i < extra ? i : extra);
+}
+
+static int64_t chunk_len(int64_t n, int size, int i)
+{
+    return comm_chunk_start(n, size, i + 1) - comm_chunk_start(n, size, i);
+}
+
+static int mod(int a, int m) { return ((a % m) + m) % m; }
+
+/* Step s of reduce-scatter: chunk rank-s-1 to the right, chunk rank-s-2 from the left
+ * added in; after size-1 steps chunk `rank` holds the sum. */
+static bool reduce_scatter(Comm *c, float *x, int64_t n, const char *what, Err *e)
+{
+    int p = c->w.size, r = c->w.rank;
+    float *in = malloc(((size_t)(n / p) + 1) * sizeof *in);
+    bool ok = in != NULL;
+    if (!ok)
+        err_set(e, ERR_INPUT, "data-parallel: out of memory in %s", what);
+    for (int s = 0; ok && s < p - 1; s++) {
+        int out = mod(r - s - 1, p), got = mod(r - s - 2, p);
+        int64_t at = comm_chunk_start(n, p, got), len = chunk_len(n, p, got);
+        ok = ring_exchange(c->ring, x + comm_chunk_start(n, p, out),
+                           (size_t)chunk_len(n, p, out) * sizeof *x, in, (size_t)len * sizeof *in,
+                           what, e);
+        for (int64_t i = 0; ok && i < len; i++)
+            x[at + i] += in[i];
+    }
+    free(in);
+    return ok;
+}
+
+/* Step s of all-gather: chunk rank-s to the right, chunk rank-s-1 from the left. */
+static bool all_gather(Comm *c, float *x, int64_t n, const char *what, Err *e)
+{
+    int p = c->w.size, r = c->w.rank;
+    bool ok = true;
+    for (int s = 0; ok && s < p - 1; s++) {
+        int out = mod(r - s, p), got = mod(r - s - 1, p);
+        ok = ring_exchange(c->ring, x + comm_chunk_start(n, p, out),
+                           (size_t)chunk_len(n, p, out) * sizeof *x, x + comm_chunk_start(n, p, got),
+                           (size_t)chunk_len(n, p, got) * sizeof *x, what, e);
+    }
+    return ok;
+}
+
+/* Around the ring from root in pieces, each rank passing on what it got (but to root). */
+static bool broadcast(Comm *c, char *b, size_t n, int root, Err *e)
+{
+    enum { PIECE = 1 << 20 };
+    int p = c->w.size, r = c->w.rank;
+    bool ok = true, forward = mod(r + 1, p) != root;
+    for (size_t at = 0; ok && at < n; at += PIECE) {
+        size_t len = n - at < PIECE ? n - at : PIECE;
+        if (r != root)
+            ok = ring_exchange(c->ring, NULL, 0, b + at, len, "broadcast", e);
+        if (ok && (r == root || forward))
+            ok = ring_exchange(c->ring, b + at, len, NULL, 0, "broadcast", e);
+    }
+    return ok;
+}
+
+static bool run_op(Comm *c, CommOp *op, Err *e)
+{
+    const char *what = kind_name[op->kind];
+    float token[WORLD_MAX] = {0}; /* a barrier: one float a rank, so every link carries one */
+    switch (op->kind) {
+    case COMM_ALL_REDUCE:
+        return reduce_scatter(c, op->data, op->n, what, e) && all_gather(c, op->data, op->n, what, e);
+    case COMM_REDUCE_SCATTER:
+        return reduce_scatter(c, op->data, op->n, what, e);
+    case COMM_ALL_GATHER:
+        return all_gather(c, op->data, op->n, what, e);
+    case COMM_BROADCAST:
+        return broadcast(c, op->bytes, op->nbytes, op->root, e);
+    case COMM_BARRIER:
+        return reduce_scatter(c, token, c->w.size, what, e) &&
+               all_gather(c, token, c->w.size, what, e);
+    }
+    return false;
+}
+
+/* The thread: each started collective in turn; after a failure every later one fails
+ * with the same error (the ranks no longer agree on what comes next). */
+static void *worker(void *arg)
+{
+    Comm *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->head && !c->stop)
+            pthread_cond_wait(&c->changed, &c->mu);
+        if (!c->head)
+            break;
+        CommOp *op = c->head;
+        c->head = op->next;
+        if (!c->head)
+            c->tail = NULL;
+        bool broken = c->broken;
+        pthread_mutex_unlock(&c->mu);
+        double t0 = clock_seconds();
+        Err e = broken ? c->why : (Err){0};
+        bool ok = !broken && run_op(c, op, &e);
+        pthread_mutex_lock(&c->mu);
+        c->busy_s += clock_seconds() - t0;
+        if (!ok && !c->broken)
+            c->broken = true, c->why = e;
+        op->ok = ok, op->err = e, op->done = true;
+        pthread_cond_broadcast(&c->changed);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+Comm *comm_open(const World *w, double timeout_s, Err *e)
+{
+    Comm *c = calloc(1, sizeof *c);
+    if (!c) {
+        err_set(e, ERR_INPUT, "data-parallel: out of memory");
+        return NULL;
+    }
+    c->w = *w;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->changed, NULL);
+    bool ok = w->size == 1 || (c->ring = ring_connect(w, timeout_s, e)) != NULL;
+    if (ok && w->size > 1) {
+        ok = pthread_create(&c->thread, NULL, worker, c) == 0;
+        c->started = ok;
+        if (!ok)
+            err_set(e, ERR_INPUT, "data-parallel: cannot start the communication thread");
+    }
+    if (ok)
+        return c;
+    comm_free(c);
+    return NULL;
+}
+
+void comm_free(Comm *c)
+{
+    if (!c)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = true;
+        pthread_cond_broadcast(&c->changed);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+    }
+    for (CommOp *op = c->head, *next; op; op = next) /* started, never waited for */
+        next = op->next, free(op);
+    ring_free(c->ring);
+    pthread_cond_destroy(&c->changed);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int comm_rank(const Comm *c) { return c->w.rank; }
+int comm_size(const Comm *c) { return c->w.size; }
+
+/* The op queued for the thread (a world of one has nothing to move: done at once). */
+static CommOp *start(Comm *c, CommOp op, Err *e)
+{
+    CommOp *o = malloc(sizeof *o);
+    if (!o) {
+        err_set(e, ERR_INPUT, "data-parallel: out of memory starting a %s", kind_name[op.kind]);
+        return NULL;
+    }
+    *o = op;
+    o->c = c, o->next = NULL, o->err = (Err){0};
+    o->done = c->w.size == 1, o->ok = o->done;
+    if (o->done)
+        return o;
+    pthread_mutex_lock(&c->mu);
+    if (c->tail)
+        c->tail->next = o;
+    else
+        c->head = o;
+    c->tail = o;
+    pthread_cond_broadcast(&c->changed);
+    pthread_mutex_unlock(&c->mu);
+    return o;
+}
+
+CommOp *comm_all_reduce_start(Comm *c, float *data, int64_t n, Err *e)
+{
+    return start(c, (CommOp){.kind = COMM_ALL_REDUCE, .data = data, .n = n}, e);
+}
+
+CommOp *comm_reduce_scatter_start(Comm *c, float *data, int64_t n, Err *e)
+{
+    return start(c, (CommOp){.kind = COMM_REDUCE_SCATTER, .data = data, .n = n}, e);
+}
+
+CommOp *comm_all_gather_start(Comm *c, float *data, int64_t n, Err *e)
+{
+    return start(c, (CommOp){.kind = COMM_ALL_GATHER, .data = data, .n = n}, e);
+}
+
+CommOp *comm_broadcast_start(Comm *c, void *data, size_t bytes, int root, Err *e)
+{
+    if (root < 0 || root >= c->w.size) {
+        err_set(e, ERR_INPUT, "data-parallel: broadcast from rank %d of %d", root, c->w.size);
+        return NULL;
+    }
+    return start(c, (CommOp){.kind = COMM_BROADCAST, .bytes = data, .nbytes = bytes, .root = root}, e);
+}
+
+CommOp *comm_barrier_start(Comm *c, Err *e) { return start(c, (CommOp){.kind = COMM_BARRIER}, e); }
+
+bool comm_wait(CommOp *op, Err *e)
+{
+    if (!op)
+        return false;
+    Comm *c = op->c;
+    if (!op->done) {
+        double t0 = clock_seconds();
+        pthread_mutex_lock(&c->mu);
+        while (!op->done)
+            pthread_cond_wait(&c->changed, &c->mu);
+        c->waited_s += clock_seconds() - t0;
+        pthread_mutex_unlock(&c->mu);
+    }
+    bool ok = op->ok;
+    if (!ok && err_ok(e))
+        *e = op->err;
+    free(op);
+    return ok;
+}
+
+bool comm_all_reduce(Comm *c, float *data, int64_t n, Err *e)
+{
+    return comm_wait(comm_all_reduce_start(c, data, n, e), e);
+}
+
+bool comm_broadcast(Comm *c, void *data, size_t bytes, int root, Err *e)
+{
+    return comm_wait(comm_broadcast_start(c, data, bytes, root, e), e);
+}
+
+bool comm_barrier(Comm *c, Err *e) { return comm_wait(comm_barrier_start(c, e), e); }
+
+/* Read under the lock: the thread adds to them. */
+static double locked(const Comm *c, const double *v)
+{
+    pthread_mutex_t *mu = (pthread_mutex_t *)&c->mu;
+    pthread_mutex_lock(mu);
+    double x = *v;
+    pthread_mutex_unlock(mu);
+    return x;
+}
+
+double comm_busy_seconds(const Comm *c) { return locked(c, &c->busy_s); }
+double comm_waited_seconds(const Comm *c) { return locked(c, &c->waited_s); }
