@@ -129,6 +129,7 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_autotune(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_train(const Command *cmd, Args *a, int argc, char **argv);
 int cmd_plan(const Command *cmd, Args *a, int argc, char **argv);
+int cmd_launch(const Command *cmd, Args *a, int argc, char **argv);
 
 /* --dtype's help lines, shared by the commands that take it. */
 #define DTYPE_HELP                                                                        \

@@ -483,6 +483,24 @@ static const Command commands[] = {
      "for 10 steps in a row, or at its last step, has diverged: it exits with status 1 and\n"
      "leaves the last good checkpoint as it was (f16's skipped overflow steps are not\n"
      "counted while the loss scale can still be lowered).\n"},
+    {"launch", cmd_launch, "start the ranks of a data-parallel job on this host",
+     "usage: coil launch --nproc N [options] -- PROGRAM [ARGS...]\n"
+     "\n"
+     "Starts N copies of PROGRAM (usually `coil train ...`) as ranks 0 to N-1 of one job,\n"
+     "each with torchrun's variables: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+     "MASTER_ADDR and MASTER_PORT. Their output (stdout and stderr) is forwarded a line at\n"
+     "a time, each line prefixed with [rank K]. When a rank fails (a non-zero status, a\n"
+     "signal) the others are stopped (SIGTERM, then SIGKILL after 5 s) and the job exits\n"
+     "with the failed rank's status; an interrupt stops them all the same way.\n"
+     "\n"
+     "options:\n"
+     "  --nproc N              ranks to start (default 1)\n"
+     "  --master-addr ADDR     where rank 0 listens (default 127.0.0.1)\n"
+     "  --master-port P        its port (default: one that is free now)\n"
+     "\n"
+     "Across hosts, start one launcher per host under your scheduler, or let it start the\n"
+     "ranks itself: coil train reads Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID and\n"
+     "Open MPI's OMPI_COMM_WORLD_* as well (README: a two-node Slurm script).\n"},
     {"plan", cmd_plan, "a training step's memory and time, before anything runs",
      "usage: coil plan MODEL [options]\n"
      "\n"
