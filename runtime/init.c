@@ -330,7 +330,9 @@ static void index_bounds(const Graph *g, const SymBind *sb, int64_t *bound)
     }
 }
 
-static void fill_random_input(Tensor *t, const char *name, int64_t bound, uint64_t seed)
+/* Element i drawn at counter first + i. */
+static void fill_random_input(Tensor *t, const char *name, int64_t bound, uint64_t seed,
+                              uint64_t first)
 {
     uint64_t stream = init_stream(name) ^ INPUT_STREAM_TAG;
     if (t->dt == DT_BOOL || bound == INT64_MAX)
@@ -338,14 +340,18 @@ static void fill_random_input(Tensor *t, const char *name, int64_t bound, uint64
     else if (bound < 1)
         bound = 1; /* indexing an empty axis: the run reports it */
     for (int64_t i = 0; i < tensor_numel(t); i++) {
-        double v = dtype_info[t->dt].is_float ? philox_normal(seed, stream, (uint64_t)i)
-                                               : floor(philox_uniform(seed, stream, (uint64_t)i) * (double)bound);
+        double v = dtype_info[t->dt].is_float
+                       ? philox_normal(seed, stream, first + (uint64_t)i)
+                       : floor(philox_uniform(seed, stream, first + (uint64_t)i) * (double)bound);
         dtype_store(t->dt, t->data, i, v);
     }
 }
 
-bool init_inputs(const Graph *g, const SymBind *sb, uint64_t seed, const bool *given,
-                 Tensor *inputs, Err *e)
+/* Whether input node n has a leading dimension of samples (a symbol: B, B*T). */
+static bool batched(const Node *n) { return n->type.rank > 0 && n->type.dim[0].syms != 0; }
+
+bool init_inputs_part(const Graph *g, const SymBind *sb, uint64_t seed, const bool *given,
+                      int part, Tensor *inputs, Err *e)
 {
     int64_t *bound = malloc(sizeof(int64_t) * (size_t)(g->nnode ? g->nnode : 1));
     if (!bound) {
@@ -362,12 +368,19 @@ bool init_inputs(const Graph *g, const SymBind *sb, uint64_t seed, const bool *g
         if (given[i])
             continue;
         ok = alloc_node_tensor(g, id, sb, &inputs[i], e);
+        uint64_t first = batched(&g->node[id]) ? (uint64_t)part * (uint64_t)tensor_numel(&inputs[i]) : 0;
         if (ok)
-            fill_random_input(&inputs[i], node_name(&g->node[id]), bound[id], seed);
+            fill_random_input(&inputs[i], node_name(&g->node[id]), bound[id], seed, first);
     }
     for (int i = 0; !ok && i < g->ninput; i++)
         if (!given[i])
             tensor_free(&inputs[i]);
     free(bound);
     return ok;
+}
+
+bool init_inputs(const Graph *g, const SymBind *sb, uint64_t seed, const bool *given,
+                 Tensor *inputs, Err *e)
+{
+    return init_inputs_part(g, sb, seed, given, 0, inputs, e);
 }

@@ -37,5 +37,11 @@ bool init_params(const Graph *g, const SymBind *sb, uint64_t seed, Tensor *param
  * dimension, cross_entropy's class count, through views and casts), else 2. */
 bool init_inputs(const Graph *g, const SymBind *sb, uint64_t seed, const bool *given,
                  Tensor *inputs, Err *e);
+/* The same for part `part` of a batch split across data-parallel ranks: an input whose
+ * leading dimension is one of samples gets the values of that part of the whole batch's
+ * (element i of part p is element p * numel + i of the whole); the others, the same
+ * values in every part. */
+bool init_inputs_part(const Graph *g, const SymBind *sb, uint64_t seed, const bool *given,
+                      int part, Tensor *inputs, Err *e);
 
 #endif

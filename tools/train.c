@@ -11,7 +11,7 @@
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
-        *trace_steps;
+        *trace_steps, *bucket_mb, *dp_timeout;
     bool resume, resume_anyway, cosine, synthetic;
     List *no_decay;
 } TrainFlags;
@@ -66,8 +66,15 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         rc = usage_error(cmd, "--trace-steps %s needs --trace FILE.json (the trace it bounds)",
                          f->trace_steps);
     rc = rc ? rc : parse_count(cmd, "--trace-steps", f->trace_steps, 10, &o->trace_steps);
+    rc = rc ? rc : parse_real(cmd, "--bucket-mb", f->bucket_mb, 25, &o->bucket_mb);
+    rc = rc ? rc : parse_real(cmd, "--dp-timeout", f->dp_timeout, 60, &o->dp_timeout_s);
+    if (!rc && (o->bucket_mb <= 0 || o->dp_timeout_s <= 0))
+        rc = usage_error(cmd, "%s must be positive", o->bucket_mb <= 0 ? "--bucket-mb" : "--dp-timeout");
     if (rc)
         return rc;
+    if (threads == 0 && o->world.local_size > 1) /* the host's cores shared by its ranks */
+        threads = pool_default_threads() / o->world.local_size > 1
+                      ? pool_default_threads() / o->world.local_size : 1;
     bool lion = kind == OPT_LION;
     o->steps = steps, o->accum = accum, o->log_every = log_every;
     o->opt = (OptConfig){kind, 0.9, lion ? 0.99 : 0.95, 1e-8, kind == OPT_SGD ? momentum : 0, wd,
@@ -96,6 +103,10 @@ static void summary_text(const TrainOptions *o, const TrainResult *res)
            (long long)res->steps, res->seconds, res->first_loss, res->last_loss,
            res->flops_per_step, 100 * res->mfu, 100 * res->hfu, o->save ? ", checkpoint saved" : "",
            (double)res->planned_bytes / 1048576.0, (double)res->measured_bytes / 1048576.0);
+    if (res->world > 1)
+        printf("data-parallel %d ranks: collectives %.2f s, %.2f s of it waited for (%.0f%% "
+               "hidden under the steps' work)\n", res->world, res->comm_s, res->comm_waited_s,
+               res->comm_s > 0 ? 100 * (1 - res->comm_waited_s / res->comm_s) : 0.0);
     if (o->trace)
         printf("trace %lld events of the first %lld steps in %s (open it in ui.perfetto.dev or "
                "chrome://tracing)\n", (long long)res->trace_events,
@@ -120,6 +131,9 @@ static bool summary_json(const TrainOptions *o, const TrainResult *res, Err *e)
     json_field_int(&w, "skipped", res->skipped);
     json_field_int(&w, "planned_bytes", res->planned_bytes);
     json_field_int(&w, "measured_bytes", res->measured_bytes);
+    json_field_int(&w, "world", res->world);
+    json_field_double(&w, "comm_s", res->comm_s);
+    json_field_double(&w, "comm_waited_s", res->comm_waited_s);
     if (o->save)
         json_field_string(&w, "checkpoint", o->save);
     if (o->trace) {
@@ -160,6 +174,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--no-decay", .list = &no_decay},
         {"--peak", .value = &a->peak},
         {"--trace", .value = &a->trace},       {"--trace-steps", .value = &f.trace_steps},
+        {"--bucket-mb", .value = &f.bucket_mb}, {"--dp-timeout", .value = &f.dp_timeout},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -173,6 +188,9 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         rc = usage_error(cmd, "--seed %s: expected a non-negative integer", a->seed);
     if (rc == EXIT_OK && !a->help)
         rc = check_device(cmd, a);
+    Err we = {0};
+    if (rc == EXIT_OK && !a->help && !world_from_env(&o.world, &we))
+        rc = usage_error(cmd, "%s", we.msg);
     if (rc == EXIT_OK && !a->help)
         rc = parse_flags(cmd, &f, a, &o);
     if (rc == EXIT_OK && !a->help)
@@ -203,9 +221,10 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     Graph *g = load_model(a, seed, &e);
     TrainResult res;
     bool ok = g && train_run(g, &o, &res, &e);
-    if (ok && a->json)
+    bool speaks = o.world.rank == 0; /* rank 0 speaks for a data-parallel job */
+    if (ok && speaks && a->json)
         ok = summary_json(&o, &res, &e);
-    else if (ok)
+    else if (ok && speaks)
         summary_text(&o, &res);
     graph_free(g);
     for (int i = 0; i < a->input.n; i++)

@@ -17,6 +17,7 @@ struct Loader {
     size_t bytes;
     int width;
     int64_t ntok, vocab, B, T;
+    int64_t row0, stride;   /* this shard's first row of a global batch of `stride` rows */
     uint64_t seed;
     int depth;
     int ncol;
@@ -41,11 +42,12 @@ static int64_t token(const Loader *l, int64_t i)
     return (int64_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
-/* Row r of batch k: a uniform draw in [0, n) from Philox (seed, k*B + r). */
+/* Row r of batch k: a uniform draw in [0, n) from Philox (seed, k*stride + row0 + r), the
+ * global batch's row row0 + r. */
 static int64_t draw(const Loader *l, uint64_t k, int64_t r, int64_t n)
 {
     uint32_t u[4];
-    philox4x32(l->seed, k * (uint64_t)l->B + (uint64_t)r, u);
+    philox4x32(l->seed, k * (uint64_t)l->stride + (uint64_t)(l->row0 + r), u);
     return (int64_t)((((uint64_t)u[0] << 32) | u[1]) % (uint64_t)n);
 }
 
@@ -125,15 +127,17 @@ static bool map_file(Loader *l, const char *path, Err *e)
     return true;
 }
 
-static Loader *loader_new(int64_t B, uint64_t seed, uint64_t first, int depth, Err *e)
+static Loader *loader_new(int64_t B, uint64_t seed, uint64_t first, int depth, DataShard shard,
+                          Err *e)
 {
     Loader *l = calloc(1, sizeof *l);
     if (!l) {
         err_set(e, ERR_INPUT, "out of memory starting a data loader");
         return NULL;
     }
+    int parts = shard.parts > 0 ? shard.parts : 1;
     *l = (Loader){.B = B, .seed = seed, .depth = depth < 1 ? 1 : depth > MAX_DEPTH ? MAX_DEPTH : depth,
-                  .made = first, .taken = first};
+                  .made = first, .taken = first, .row0 = B * shard.part, .stride = B * parts};
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->changed, NULL);
     return l;
@@ -161,9 +165,9 @@ static Loader *loader_start(Loader *l, bool ok, const Tensor *like, const char *
 }
 
 Loader *loader_open(const char *path, int width, int64_t B, int64_t T, uint64_t seed,
-                    uint64_t first, int depth, Err *e)
+                    uint64_t first, int depth, DataShard shard, Err *e)
 {
-    Loader *l = loader_new(B, seed, first, depth, e);
+    Loader *l = loader_new(B, seed, first, depth, shard, e);
     if (!l)
         return NULL;
     l->width = width, l->T = T, l->ncol = 2;
@@ -176,9 +180,9 @@ Loader *loader_open(const char *path, int width, int64_t B, int64_t T, uint64_t 
 }
 
 Loader *loader_open_arrays(Tensor *arrays, const char *const *names, int n, int64_t B,
-                           uint64_t seed, uint64_t first, int depth, Err *e)
+                           uint64_t seed, uint64_t first, int depth, DataShard shard, Err *e)
 {
-    Loader *l = loader_new(B, seed, first, depth, e);
+    Loader *l = loader_new(B, seed, first, depth, shard, e);
     bool ok = l != NULL;
     for (int c = 0; ok && c < n; c++) {
         ok = arrays[c].rank >= 1 && arrays[c].shape[0] > 0 && (c == 0 || arrays[c].shape[0] == arrays[0].shape[0]);

@@ -12,6 +12,7 @@
 #include "pipeline/pipeline.h"
 #include "runtime/cpu/cpu_optim.h"
 #include "runtime/init.h"
+#include "runtime/world.h"
 
 typedef struct TrainOptions {
     RematMode checkpoint;      /* what the backward recomputes instead of keeping */
@@ -54,6 +55,10 @@ typedef struct TrainOptions {
     int64_t trace_steps;       /* with trace: this run's first N steps only, so a long
                                   run's trace stays bounded (0: every step) */
     FILE *out;                 /* progress lines (stdout) */
+    World world;               /* data-parallel: this rank of world.size ranks, each with
+                                  its share of every global batch (size 0 or 1: alone) */
+    double bucket_mb;          /* gradients reduced in buckets of this many MiB (0: 25) */
+    double dp_timeout_s;       /* a rank silent this long fails the job (0: 60) */
 } TrainOptions;
 
 #define TRAIN_TAIL 20
@@ -69,6 +74,9 @@ typedef struct TrainResult {
     int64_t measured_bytes;    /* resident memory the training added after compiling */
     double tail[TRAIN_TAIL];   /* the last steps' losses, a ring */
     int64_t trace_events;      /* o->trace: the events written */
+    int world;                 /* ranks that trained together */
+    double comm_s, comm_waited_s; /* data-parallel: seconds the collectives took, and of them
+                                  the part the steps waited for (the rest overlapped) */
 } TrainResult;
 
 /* The model's joint forward-and-backward graph (pipeline/training.h's stages), at the sizes

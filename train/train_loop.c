@@ -18,6 +18,7 @@
 #include "runtime/pool.h"
 #include "runtime/trace.h"
 #include "train/data.h"
+#include "train/data_parallel.h"
 #include "train/train.h"
 
 #define LOADER_DEPTH 4
@@ -47,6 +48,7 @@ typedef struct Run {
     bool *given;
     int nparam, targets_at, tokens_at;
     Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
+    DataParallel *dp;         /* with other ranks: the collectives (NULL: alone) */
     const DeviceTraining *dt; /* where the parameters stay on the device (a GPU's): its */
     void *dev;                /* runs and optimizer, the update where the gradients are */
     bool *fetch;         /* on a GPU: the outputs brought home (the loss, not gradients) */
@@ -97,6 +99,7 @@ static void run_free(Run *r)
     optim_free(r->opt);
     loader_free(r->loader);
     compiled_free(r->c);
+    dp_free(r->dp);
     trace_free(r->trace); /* after the engine that records into it */
     graph_free(r->joint);
     safetensors_free(&r->ck);
@@ -226,7 +229,8 @@ static bool setup(Run *r, const Graph *model, Err *e)
     return ok &&
            (o->weights ? safetensors_bind(g, o->weights, r->params, e) && weights_finite(r, e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
-           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && on_device(r, e);
+           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && on_device(r, e) &&
+           (!r->dp || dp_broadcast(r->dp, r->params, r->nparam, e));
 }
 
 /* ---------------------------------------------------------------- checkpoints */
@@ -499,6 +503,9 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
 
 /* ---------------------------------------------------------------- the loop */
 
+/* The data-parallel ranks training together (1: alone). */
+static int world_size(const TrainOptions *o) { return o->world.size > 1 ? o->world.size : 1; }
+
 /* One micro-batch: inputs (from the loader or synthetic), the joint graph run (into last
  * step's output tensors, reused), its loss. `draw` counts micro-batches from the start
  * (step * accum + m) and is also the rng step: each micro-batch gets its own dropout masks,
@@ -512,7 +519,8 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
     for (int c = 0; r->o->narray > 0 && c < r->o->narray && c < 8; c++)
         cols[c] = &r->inputs[r->col_input[c]];
     bool ok = r->loader ? loader_take(r->loader, cols, e)
-                        : init_inputs(g, &r->sb, r->o->seed + 1 + draw, r->given, r->inputs, e);
+                        : init_inputs_part(g, &r->sb, r->o->seed + 1 + draw, r->given,
+                                           r->o->world.rank, r->inputs, e);
     if (ok && r->scale_at >= 0) {
         Tensor *s = &r->inputs[r->scale_at];
         tensor_free(s);
@@ -520,8 +528,8 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
         if (ok)
             *(float *)s->data = (float)r->scale;
     }
-    if (ok)
-        compiled_set_rng_step(r->c, draw);
+    if (ok) /* data-parallel ranks draw masks of their own: rank k at draw * ranks + k */
+        compiled_set_rng_step(r->c, draw * (uint64_t)world_size(r->o) + (uint64_t)r->o->world.rank);
     ok = ok && (r->dev ? r->dt->run(r->c->engine, r->inputs, r->params, r->outputs, r->fetch,
                                     e) && compiled_tune(r->c, e)
                        : compiled_run(r->c, r->inputs, r->params, r->outputs, e));
@@ -691,7 +699,10 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
         sum += loss;
     }
     double lr = lr_at(&o->lr, r->step), norm, mean_loss = sum / (double)o->accum;
-    if (!update(r, 1.0 / ((double)o->accum * r->scale), lr, &norm, e))
+    if (r->dp && !(dp_sum_grads(r->dp, o->accum > 1 ? r->accum : r->outputs + 1, r->nparam, e) &&
+                   dp_mean(r->dp, &mean_loss, e)))
+        return false;
+    if (!update(r, 1.0 / ((double)o->accum * r->scale * world_size(o)), lr, &norm, e))
         return false;
     res->skipped += !isfinite(norm);
     count_divergence(r, mean_loss, norm);
@@ -710,8 +721,9 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     if (mp)
         res->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes +
                              optim_state_bytes(r->opt) + (o->accum > 1 ? grad_bytes(r) : 0);
-    if (o->log_every > 0 && (r->step % o->log_every == 0 || r->step == o->steps || res->steps == 1))
-        progress(r, mean, lr, norm, dt, batch_tokens(r) * o->accum, res);
+    if (o->log_every > 0 && o->world.rank == 0 &&
+        (r->step % o->log_every == 0 || r->step == o->steps || res->steps == 1))
+        progress(r, mean, lr, norm, dt, batch_tokens(r) * o->accum * world_size(o), res);
     return true;
 }
 
@@ -743,6 +755,9 @@ static bool check_array(Run *r, int c, const Tensor *a, Err *e)
     return true;
 }
 
+/* This rank's rows of every global batch. */
+static DataShard shard_of(const TrainOptions *o) { return (DataShard){o->world.rank, world_size(o)}; }
+
 /* The loader of --input arrays: read, checked against the inputs, sampled together. */
 static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
 {
@@ -759,7 +774,7 @@ static bool open_arrays(Run *r, uint64_t data_pos, Err *e)
     ok = ok && type_resolve(t0, &r->sb, dims);
     if (ok)
         r->loader = loader_open_arrays(arrays, o->array_names, o->narray, dims[0], o->seed,
-                                       data_pos, LOADER_DEPTH, e);
+                                       data_pos, LOADER_DEPTH, shard_of(o), e);
     for (int c = 0; c < 8; c++)
         tensor_free(&arrays[c]);
     return ok && r->loader;
@@ -775,6 +790,24 @@ static bool check_trace(const TrainOptions *o, Err *e)
                 "resident on the GPU, untraced): trace the same run on the CPU, or a model's "
                 "forward on the GPU with coil bench --device cuda --trace FILE", o->trace);
     return !(o->trace && gpu);
+}
+
+/* With other ranks (o->world): the collectives joined before anything is compiled, so a
+ * rank that cannot meet the others fails at once. CPU ranks only so far: a GPU's ranks
+ * need NCCL. */
+static bool join_world(Run *r, Err *e)
+{
+    const TrainOptions *o = r->o;
+    if (world_size(o) == 1)
+        return true;
+    if (o->compile.device && o->compile.device->gpu) {
+        err_set(e, ERR_USAGE, "data-parallel training on GPUs needs NCCL, which this coil does "
+                "not have yet: train on --device cpu ranks, or on one GPU (world size %d here)",
+                o->world.size);
+        return false;
+    }
+    r->dp = dp_open(&o->world, o->dp_timeout_s > 0 ? o->dp_timeout_s : 60, o->bucket_mb, e);
+    return r->dp != NULL;
 }
 
 /* After the first o->trace_steps steps: nothing more recorded (the pool's chunks stop
@@ -800,8 +833,10 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     *res = (TrainResult){0};
     uint64_t data_pos = 0;
     /* the directory first: a second writer fails before compiling anything */
-    bool ok = check_trace(o, e) && (!o->trace || (r.trace = trace_new(e)) != NULL) &&
-              (!o->save || claim_save_dir(&r, e)) && (!o->resume || open_checkpoint(&r, e)) &&
+    bool saves = o->save && o->world.rank == 0; /* the ranks' states are the same: one writes */
+    bool ok = check_trace(o, e) && join_world(&r, e) &&
+              (!o->trace || (r.trace = trace_new(e)) != NULL) &&
+              (!saves || claim_save_dir(&r, e)) && (!o->resume || open_checkpoint(&r, e)) &&
               setup(&r, model, e) && (!o->resume || load_checkpoint(&r, &data_pos, e));
     if (ok && o->data) {
         int64_t dims[COIL_MAX_RANK];
@@ -811,7 +846,7 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
             err_set(e, ERR_USAGE, "--data needs --loss cross_entropy on a model whose first output is "
                     "[B, T, vocab] logits of an [B, T] token input");
         ok = ok && (r.loader = loader_open(o->data, o->data_width, dims[0], dims[1], o->seed,
-                                           data_pos, LOADER_DEPTH, e)) != NULL;
+                                           data_pos, LOADER_DEPTH, shard_of(o), e)) != NULL;
     }
     if (ok && o->narray > 0)
         ok = open_arrays(&r, data_pos, e);
@@ -825,12 +860,15 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     while (ok && r.step < o->steps) {
         ok = step_once(&r, res, e) && trace_enough(&r, res, e) && check_diverged(&r, false, e);
         /* not in the middle of a bad stretch: the last good checkpoint stays */
-        if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
+        if (ok && saves && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
             ok = save_checkpoint(&r, e);
     }
     ok = ok && check_diverged(&r, true, e);
-    if (ok && o->save)
+    if (ok && saves)
         ok = save_checkpoint(&r, e);
+    res->world = world_size(o);
+    if (r.dp)
+        res->comm_s = dp_comm_seconds(r.dp), res->comm_waited_s = dp_waited_seconds(r.dp);
     if (ok && r.trace)
         ok = write_trace(&r, res, e);
     res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t first = data[1] >> 4;
     fuzz_write(path, data + 2, size - 2);
     Err e = {0};
-    Loader *l = loader_open(path, width, B, T, 7, first, 2, &e);
+    Loader *l = loader_open(path, width, B, T, 7, first, 2, (DataShard){0, 1}, &e);
     if (!l) {
         if (e.msg[0] == 0)
             fuzz_bug("loader_open failed without a message", NULL);

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# tests/dp/data_parallel.sh BUILD_DIR: data-parallel training on this host, as a user runs
+# it. N ranks at micro-batch b must train as one process at N*b: the losses of every step
+# and the parameters and optimizer state after 20 steps within 1e-5 (f32), with gradient
+# accumulation, with 1 MiB buckets and with one bucket; under coil launch and with the
+# variables set by hand; a checkpoint of 2 ranks resumed on 1 and bit-identically on 2; a
+# rank killed mid-run fails the other within its timeout, naming it.
+set -euo pipefail
+coil=$(cd "$1" && pwd)/coil
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mlp="$root/examples/mlp.coil --set hidden=256 --set layers=4 --set classes=100
+     --set dropout_p=0 --loss cross_entropy --synthetic --seed 3 --threads 1 --json --log-every 1"
+
+# train NAME WORLD B [ARGS...]: one run, its JSON lines in $tmp/NAME.json
+train() {
+    local name=$1 world=$2 b=$3
+    shift 3
+    if [ "$world" = 1 ]; then
+        $coil train $mlp --dim B=$b "$@" > "$tmp/$name.json"
+    else
+        $coil launch --nproc "$world" -- $coil train $mlp --dim B=$b "$@" > "$tmp/$name.out"
+        sed -n 's/^\[rank 0\] //p' "$tmp/$name.out" > "$tmp/$name.json"
+    fi
+}
+same() { python3 "$here/compare.py" "$@" 1e-5; }
+
+# The parameters are compared after SGD: AdamW divides each update by the root of its
+# second moment, so where a gradient is near zero the last bits of the sum's order (one
+# rank's sum against the ring's) reach the parameter at lr's scale; the losses are
+# compared with AdamW too.
+echo "== 2 ranks x B=8 against 1 x B=16, 20 steps"
+train one 1 16 --steps 20 --optimizer sgd --lr 0.05 --save "$tmp/one"
+train two 2 8 --steps 20 --optimizer sgd --lr 0.05 --save "$tmp/two"
+same "$tmp/one.json" "$tmp/two.json" "$tmp/one/checkpoint.safetensors" "$tmp/two/checkpoint.safetensors"
+train adam1 1 16 --steps 20
+train adam2 2 8 --steps 20
+same "$tmp/adam1.json" "$tmp/adam2.json"
+grep -q '"world": 2' "$tmp/two.json"
+if grep -q '^\[rank 1\] {' "$tmp/two.out"; then echo "rank 1 printed progress"; exit 1; fi
+
+echo "== the character GPT-2 on a token file: each rank draws its rows of every batch"
+gpt="$root/examples/gpt2.coil --set layers=2 --set heads=4 --set hidden=64 --set vocab=256
+     --set context=32 --dim T=32 --loss cross_entropy --data /usr/share/common-licenses/GPL-3
+     --seed 5 --threads 1 --json --log-every 1 --steps 10 --lr 3e-3 --set dropout_p=0"
+$coil train $gpt --dim B=8 > "$tmp/gpt1.json"
+$coil launch --nproc 2 -- $coil train $gpt --dim B=4 | sed -n 's/^\[rank 0\] //p' > "$tmp/gpt2.json"
+same "$tmp/gpt1.json" "$tmp/gpt2.json"
+
+echo "== with --accum 2"
+train acc1 1 16 --steps 6 --accum 2
+train acc2 2 8 --steps 6 --accum 2
+same "$tmp/acc1.json" "$tmp/acc2.json"
+
+echo "== 1 MiB buckets, and one bucket"
+train small 2 8 --steps 6 --bucket-mb 1
+train big 2 8 --steps 6 --bucket-mb 4096
+train six 1 16 --steps 6
+same "$tmp/six.json" "$tmp/small.json"
+same "$tmp/six.json" "$tmp/big.json"
+
+echo "== 3 ranks with the variables set by hand (as torchrun or srun would)"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
+for r in 1 2; do
+    RANK=$r WORLD_SIZE=3 MASTER_PORT=$port $coil train $mlp --dim B=4 --steps 4 > "$tmp/hand$r.json" &
+done
+RANK=0 WORLD_SIZE=3 MASTER_PORT=$port $coil train $mlp --dim B=4 --steps 4 > "$tmp/hand.json"
+wait
+train twelve 1 12 --steps 4
+same "$tmp/twelve.json" "$tmp/hand.json"
+[ ! -s "$tmp/hand1.json" ] # only rank 0 speaks
+[ ! -s "$tmp/hand2.json" ]
+
+echo "== a 2-rank checkpoint resumed on 1 rank and on 2 (bit-identical)"
+sgd="--optimizer sgd --lr 0.05"
+train part 2 8 --steps 10 $sgd --save "$tmp/part"
+cp -r "$tmp/part" "$tmp/part1"
+train rest2 2 8 --steps 20 $sgd --save "$tmp/part" --resume
+train rest1 1 16 --steps 20 $sgd --save "$tmp/part1" --resume
+cmp "$tmp/part/checkpoint.safetensors" "$tmp/two/checkpoint.safetensors"
+same "$tmp/rest1.json" "$tmp/rest2.json" "$tmp/part1/checkpoint.safetensors" "$tmp/two/checkpoint.safetensors"
+
+echo "== a rank killed mid-run: the other fails within --dp-timeout, naming it"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
+RANK=1 WORLD_SIZE=2 MASTER_PORT=$port timeout -s KILL 3 $coil train $mlp --dim B=8 --steps 100000 \
+    > /dev/null 2>&1 &
+start=$(date +%s)
+if RANK=0 WORLD_SIZE=2 MASTER_PORT=$port $coil train $mlp --dim B=8 --steps 100000 --dp-timeout 20 \
+    > /dev/null 2> "$tmp/lost.err"; then
+    echo "rank 0 went on without rank 1"; exit 1
+fi
+took=$(( $(date +%s) - start ))
+wait || true
+cat "$tmp/lost.err"
+grep -q 'lost rank 1 during' "$tmp/lost.err"
+[ "$took" -lt 30 ]
+
+echo "== coil launch: one rank failing ends the job with its status"
+set +e
+$coil launch --nproc 2 -- sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 61' > "$tmp/launch.out" 2>&1
+rc=$?
+set -e
+cat "$tmp/launch.out"
+[ "$rc" = 3 ]
+grep -q 'rank 1 exited with status 3: stopping the other ranks' "$tmp/launch.out"
+for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2> /dev/null; echo; done > "$tmp/procs"
+if grep -q '^sleep 61 $' "$tmp/procs"; then echo "an orphan rank survived"; exit 1; fi
+echo "data-parallel: all checks passed"
