@@ -5,14 +5,16 @@
 
 #include "base/json.h"
 #include "runtime/pool.h"
+#include "runtime/placement.h"
 #include "tools/cli.h"
 #include "train/train.h"
 
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
-        *trace_steps, *bucket_mb, *dp_timeout;
+        *trace_steps, *bucket_mb, *dp_timeout, *bind;
     bool resume, resume_anyway, cosine, synthetic;
+    bool bound;           /* this rank was bound to its share of the host's CPUs */
     List *no_decay;
 } TrainFlags;
 
@@ -24,6 +26,26 @@ static int parse_real(const Command *cmd, const char *flag, const char *s, doubl
     *out = s ? strtod(s, &end) : def;
     if (s && (end == s || *end || !(*out >= 0) || !isfinite(*out)))
         return usage_error(cmd, "%s %s: expected a finite non-negative number", flag, s);
+    return EXIT_OK;
+}
+
+/* A data-parallel rank bound to its share of the host's CPUs (--bind; cores by default
+ * when the host has more than one rank), before any thread exists, and said on stderr. */
+static int place_rank(const Command *cmd, TrainFlags *f, const World *w)
+{
+    BindMode m = w->local_size > 1 ? BIND_CORES : BIND_NONE;
+    if (f->bind && !bind_parse(f->bind, &m))
+        return usage_error(cmd, "--bind %s: expected none, cores or numa", f->bind);
+    if (w->size <= 1 || m == BIND_NONE)
+        return EXIT_OK;
+    char desc[256];
+    int ncpu;
+    Err e = {0};
+    if (!bind_rank(m, w->local_rank, w->local_size, &ncpu, desc, sizeof desc, &e))
+        return cli_fail(&e);
+    f->bound = true;
+    fprintf(stderr, "coil: rank %d of %d (local %d of %d): %s\n", w->rank, w->size,
+            w->local_rank, w->local_size, desc);
     return EXIT_OK;
 }
 
@@ -72,7 +94,7 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         rc = usage_error(cmd, "%s must be positive", o->bucket_mb <= 0 ? "--bucket-mb" : "--dp-timeout");
     if (rc)
         return rc;
-    if (threads == 0 && o->world.local_size > 1) /* the host's cores shared by its ranks */
+    if (threads == 0 && o->world.local_size > 1 && !f->bound) /* the host's CPUs, shared */
         threads = pool_default_threads() / o->world.local_size > 1
                       ? pool_default_threads() / o->world.local_size : 1;
     bool lion = kind == OPT_LION;
@@ -106,7 +128,7 @@ static void summary_text(const TrainOptions *o, const TrainResult *res)
     if (res->world > 1)
         printf("data-parallel %d ranks: collectives %.2f s, %.2f s of it waited for (%.0f%% "
                "hidden under the steps' work)\n", res->world, res->comm_s, res->comm_waited_s,
-               res->comm_s > 0 ? 100 * (1 - res->comm_waited_s / res->comm_s) : 0.0);
+               res->comm_s > res->comm_waited_s ? 100 * (1 - res->comm_waited_s / res->comm_s) : 0.0);
     if (o->trace)
         printf("trace %lld events of the first %lld steps in %s (open it in ui.perfetto.dev or "
                "chrome://tracing)\n", (long long)res->trace_events,
@@ -175,6 +197,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--peak", .value = &a->peak},
         {"--trace", .value = &a->trace},       {"--trace-steps", .value = &f.trace_steps},
         {"--bucket-mb", .value = &f.bucket_mb}, {"--dp-timeout", .value = &f.dp_timeout},
+        {"--bind", .value = &f.bind},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -191,6 +214,8 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
     Err we = {0};
     if (rc == EXIT_OK && !a->help && !world_from_env(&o.world, &we))
         rc = usage_error(cmd, "%s", we.msg);
+    if (rc == EXIT_OK && !a->help)
+        rc = place_rank(cmd, &f, &o.world);
     if (rc == EXIT_OK && !a->help)
         rc = parse_flags(cmd, &f, a, &o);
     if (rc == EXIT_OK && !a->help)

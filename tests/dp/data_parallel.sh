@@ -39,6 +39,7 @@ train adam1 1 16 --steps 20
 train adam2 2 8 --steps 20
 same "$tmp/adam1.json" "$tmp/adam2.json"
 grep -q '"world": 2' "$tmp/two.json"
+grep -q '^\[rank 1\] coil: rank 1 of 2 (local 1 of 2): CPU' "$tmp/two.out" # --bind cores
 if grep -q '^\[rank 1\] {' "$tmp/two.out"; then echo "rank 1 printed progress"; exit 1; fi
 
 echo "== the character GPT-2 on a token file: each rank draws its rows of every batch"
