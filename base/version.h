@@ -1,9 +1,11 @@
-/* version.h — coil's version, written once: packages, checkpoints and autotune cache keys
- * record it, `coil --version` prints it, coil_version() returns it. include/coil/coil.h's
- * COIL_VERSION (the public header stands alone) is held equal to it by test_api. */
+/* version.h — coil's version for the code inside coil: packages, checkpoints and autotune
+ * cache keys record it, `coil --version` prints it, coil_version() returns it. It is the
+ * public header's COIL_VERSION, which the build writes from project(VERSION). */
 #ifndef COIL_BASE_VERSION_H
 #define COIL_BASE_VERSION_H
 
-#define COIL_VERSION_TEXT "0.1.0"
+#include "coil/coil_version.h"
+
+#define COIL_VERSION_TEXT COIL_VERSION
 
 #endif

@@ -16,7 +16,9 @@
  * - Different models are independent and may be used from different threads at once; one
  *   model must not be used from two threads at the same time.
  *
- * Works from C99 and C++; links against libcoil (and libm, pthreads, OpenBLAS). */
+ * Works from C99 and C++. Installed (cmake --install), it is found by pkg-config
+ * (`pkg-config --cflags --libs coil`) or CMake (`find_package(coil)`, target coil::coil),
+ * which link libcoil.so: only the coil_ functions below are exported from it. */
 #ifndef COIL_COIL_H
 #define COIL_COIL_H
 
@@ -28,12 +30,20 @@
 extern "C" {
 #endif
 
-#define COIL_VERSION "0.1.0"
+#include "coil/coil_version.h" /* COIL_VERSION, from the build's project(VERSION) */
+
 #define COIL_MAX_RANK 8
+
+/* What libcoil.so exports: these functions and nothing else. */
+#if defined(__GNUC__)
+#define COIL_API __attribute__((visibility("default")))
+#else
+#define COIL_API
+#endif
 
 /* "0.1.0": the version of the library linked, which may differ from COIL_VERSION, the
  * version of the header compiled against. */
-const char *coil_version(void);
+COIL_API const char *coil_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -69,9 +79,9 @@ typedef enum coil_dtype {
 } coil_dtype;
 
 /* "f32", "bf16", ... as the IR text writes them; NULL for a value outside the enum. */
-const char *coil_dtype_name(coil_dtype dtype);
+COIL_API const char *coil_dtype_name(coil_dtype dtype);
 /* Bytes per element; 0 for a value outside the enum. */
-size_t coil_dtype_size(coil_dtype dtype);
+COIL_API size_t coil_dtype_size(coil_dtype dtype);
 
 /* A dense row-major tensor in host memory. shape[0..rank) are the sizes; the rest is
  * ignored. A rank-0 tensor holds one element. data may be NULL only when the tensor has
@@ -85,10 +95,10 @@ typedef struct coil_tensor {
 
 /* The number of elements (1 for rank 0); -1 when rank or a size is invalid or the count
  * overflows. */
-int64_t coil_tensor_numel(const coil_tensor *t);
+COIL_API int64_t coil_tensor_numel(const coil_tensor *t);
 /* Release a tensor coil_run allocated and zero the struct; NULL or an already freed (or
  * zeroed) tensor is a no-op. Only for tensors coil allocated. */
-void coil_tensor_free(coil_tensor *t);
+COIL_API void coil_tensor_free(coil_tensor *t);
 
 /* ---------------------------------------------------------------- loading */
 
@@ -112,16 +122,16 @@ typedef struct coil_options {
 /* Load a model file: .cir (IR text) or .coil (the model language), by extension. The
  * model is verified; on failure NULL with the message (a missing file is COIL_ERR_INPUT
  * and names it; a compile error gives FILE:LINE:COL). Overrides are an error for .cir. */
-coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err);
+COIL_API coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err);
 
 /* The same from text in memory (len bytes, no terminator needed). name stands for the
  * file in messages (NULL: "<text>") and picks the format: a name ending in ".coil" is the
  * model language (its includes resolve relative to name), any other is IR text. */
-coil_model *coil_load_text(const char *name, const char *text, size_t len,
-                           const coil_options *opt, coil_error *err);
+COIL_API coil_model *coil_load_text(const char *name, const char *text, size_t len,
+                                    const coil_options *opt, coil_error *err);
 
 /* Release a model and everything it owns; NULL is a no-op. */
-void coil_free(coil_model *model);
+COIL_API void coil_free(coil_model *model);
 
 /* ---------------------------------------------------------------- introspection */
 
@@ -143,11 +153,11 @@ typedef struct coil_info {
 } coil_info;
 
 /* How many items of that kind; 0 for a NULL model or an unknown kind. */
-int coil_count(const coil_model *model, coil_kind kind);
+COIL_API int coil_count(const coil_model *model, coil_kind kind);
 /* Item index of that kind (owned by the model); NULL when model, kind or index is bad. */
-const coil_info *coil_info_at(const coil_model *model, coil_kind kind, int index);
+COIL_API const coil_info *coil_info_at(const coil_model *model, coil_kind kind, int index);
 /* The index of the item of that kind named name, or -1. */
-int coil_find(const coil_model *model, coil_kind kind, const char *name);
+COIL_API int coil_find(const coil_model *model, coil_kind kind, const char *name);
 
 /* ---------------------------------------------------------------- parameters */
 
@@ -162,17 +172,17 @@ typedef struct coil_dim_size {
  * name, so the values match `coil run --seed`. sizes[0..nsizes) size the symbols that
  * parameter shapes use (rare; NULL/0 when none do): a parameter with an unsized symbol is
  * an error naming both. On failure the parameters keep their previous values. */
-bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *sizes, int nsizes,
-                      coil_error *err);
+COIL_API bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *sizes,
+                               int nsizes, coil_error *err);
 
 /* Load every parameter by name from a .safetensors file, with dtypes and shapes checked;
  * every missing parameter and every unused tensor is listed in one error. All or nothing:
  * on failure the parameters keep their previous values. */
-bool coil_load_weights(coil_model *model, const char *path, coil_error *err);
+COIL_API bool coil_load_weights(coil_model *model, const char *path, coil_error *err);
 
 /* Set parameter index (see coil_find) to a copy of value, whose dtype, rank and static
  * sizes must be the parameter's. On failure the parameter keeps its previous value. */
-bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil_error *err);
+COIL_API bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil_error *err);
 
 /* ---------------------------------------------------------------- running */
 
@@ -189,14 +199,14 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
  * (not freed: release a previous result first) with a tensor coil allocated, in the
  * output's dtype at the bound sizes; free each with coil_tensor_free. On failure
  * outputs[i] is zeroed for every i below both noutputs and the model's output count. */
-bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_tensor *outputs,
-              int noutputs, coil_error *err);
+COIL_API bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs,
+                       coil_tensor *outputs, int noutputs, coil_error *err);
 
 /* The rng step of the coil_run calls after this one (0 until set). In training mode each
  * dropout draws its mask from (seed, its offset, the step): give each training step its
  * own step for a new mask, the same step for the same mask (a forward and its backward).
  * Nothing is recompiled; step 0 draws what earlier versions of coil drew. */
-bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err);
+COIL_API bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tests/install/consumer.sh BUILD_DIR: coil as a user installs and uses it. `cmake --install`
+# into an empty prefix; a C program (tests/install/consumer.c, which also defines a
+# json_parse of its own) built with nothing but `pkg-config --cflags --libs coil` and run
+# on examples/tiny.coil; a C++ program built by CMake through find_package(coil) and
+# coil::coil; the installed coil command run; libcoil.so exporting only coil_ symbols.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
+libdir=$(dirname "$(find "$prefix" -name coil.pc)")/..
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+
+echo "== C through pkg-config: $(pkg-config --cflags --libs coil)"
+cc -std=c99 -Wall -Werror "$root/tests/install/consumer.c" -o "$tmp/consumer" \
+    $(pkg-config --cflags --libs coil) -Wl,-rpath,"$(pkg-config --variable=libdir coil)"
+"$tmp/consumer" "$root/examples/tiny.coil" | tee "$tmp/c.out"
+grep -q "^coil $(pkg-config --modversion coil): f32\[B,16\] -> f32\[B,10\], sum .*, json_parse 1$" "$tmp/c.out"
+
+echo "== libcoil.so exports the coil_ API alone"
+others=$(nm -D --defined-only "$libdir"/libcoil.so | awk '{print $3}' |
+         grep -v -e '^coil_' -e '^_edata$' -e '^_end$' -e '^__bss_start$' || true)
+[ -z "$others" ] || { echo "exported besides coil_: $others"; exit 1; }
+
+if command -v c++ > /dev/null; then
+    echo "== C++ through find_package(coil)"
+    mkdir -p "$tmp/cpp"
+    cat > "$tmp/cpp/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.20)
+project(consumer CXX)
+find_package(coil 0 REQUIRED)
+add_executable(consumer_cpp $root/tests/install/consumer.cpp)
+target_link_libraries(consumer_cpp coil::coil)
+CMAKE
+    cmake -S "$tmp/cpp" -B "$tmp/cpp/build" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/cpp.log"
+    cmake --build "$tmp/cpp/build" >> "$tmp/cpp.log"
+    "$tmp/cpp/build/consumer_cpp" "$root/examples/tiny.coil"
+else
+    echo "== C++: skipped, no C++ compiler"
+fi
+
+echo "== the installed coil command"
+"$prefix/bin/coil" --version
+"$prefix/bin/coil" run "$root/examples/tiny.coil" --dim B=2 > /dev/null
+echo "install: all checks passed"
