@@ -13,6 +13,7 @@
 #ifdef COIL_HAVE_FRONTEND
 #include "frontend/to_graph.h"
 #endif
+#include "io/package.h"
 #include "io/safetensors.h"
 #include "pipeline/pipeline.h"
 #include "runtime/device.h"
@@ -38,6 +39,7 @@ struct coil_model {
     int threads;
     const Device *device; /* runtime/device.h */
     Compiled *compiled; /* made at the first coil_run */
+    char *package;      /* a package's directory: its kernels are loaded, not compiled */
     uint64_t rng_step;  /* coil_set_rng_step */
 };
 
@@ -226,6 +228,7 @@ void coil_free(coil_model *model)
         return;
     params_free(model->params, model->count[COIL_PARAM]);
     compiled_free(model->compiled);
+    free(model->package);
     graph_free(model->g);
     free(model);
 }
@@ -267,6 +270,25 @@ static coil_model *loaded(Graph *g, const coil_options *opt, Err *e, coil_error 
     return m;
 }
 
+/* A package directory `coil compile` wrote: its optimised graph now (the manifest and
+ * every file checked), its kernels at the first coil_run (mapped, never compiled). */
+static coil_model *load_package(const char *path, const coil_options *opt, coil_error *err)
+{
+    Err e = {0};
+    if (opt && opt->noverrides > 0) {
+        fail(err, COIL_ERR_USAGE, "%s: a package is compiled already: config overrides are "
+             "for .coil models", path);
+        return NULL;
+    }
+    coil_model *m = loaded(package_graph(path, &e), opt, &e, err);
+    if (m && !(m->package = strdup(path))) {
+        coil_free(m);
+        fail(err, COIL_ERR_INPUT, "out of memory loading %s", path);
+        return NULL;
+    }
+    return m;
+}
+
 coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err)
 {
     ModelOptions mo;
@@ -278,6 +300,8 @@ coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err
     }
     if (!model_options(opt, &mo, err))
         return NULL;
+    if (package_is(path))
+        return load_package(path, opt, err);
     return loaded(model_load(path, &mo, &e), opt, &e, err);
 }
 
@@ -524,7 +548,8 @@ static bool evaluate(coil_model *m, const Tensor *inputs, Tensor *res, Err *e)
     if (m->interpret)
         return interp_run_at(m->g, m->rng_step, inputs, m->params, res, NULL, e);
     CompileOptions o = {.threads = m->threads, .device = m->device};
-    if (!m->compiled && !(m->compiled = compile_graph(m->g, &o, e)))
+    if (!m->compiled && !(m->compiled = m->package ? package_load(m->package, m->g, &o, e)
+                                                   : compile_graph(m->g, &o, e)))
         return false;
     compiled_set_rng_step(m->compiled, m->rng_step);
     return compiled_run(m->compiled, inputs, m->params, res, e);

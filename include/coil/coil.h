@@ -119,9 +119,12 @@ typedef struct coil_options {
                            Without a usable GPU the first coil_run fails saying why. */
 } coil_options;
 
-/* Load a model file: .cir (IR text) or .coil (the model language), by extension. The
- * model is verified; on failure NULL with the message (a missing file is COIL_ERR_INPUT
- * and names it; a compile error gives FILE:LINE:COL). Overrides are an error for .cir. */
+/* Load a model file: .cir (IR text) or .coil (the model language), by extension; or a
+ * package directory that `coil compile` wrote, whose manifest and files are checked now
+ * and whose kernels the first coil_run loads without compiling (milliseconds; the device
+ * must be the package's). The model is verified; on failure NULL with the message (a
+ * missing file is COIL_ERR_INPUT and names it; a compile error gives FILE:LINE:COL).
+ * Overrides are an error for .cir and for packages. */
 COIL_API coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err);
 
 /* The same from text in memory (len bytes, no terminator needed). name stands for the

@@ -20,6 +20,11 @@ cc -std=c99 -Wall -Werror "$root/tests/install/consumer.c" -o "$tmp/consumer" \
 "$tmp/consumer" "$root/examples/tiny.coil" | tee "$tmp/c.out"
 grep -q "^coil $(pkg-config --modversion coil): f32\[B,16\] -> f32\[B,10\], sum .*, json_parse 1$" "$tmp/c.out"
 
+echo "== a package coil compile wrote, loaded and run through the API: the same outputs"
+"$prefix/bin/coil" compile "$root/examples/tiny.coil" -o "$tmp/pkg" > /dev/null
+"$tmp/consumer" "$tmp/pkg" | tee "$tmp/pkg.out"
+cmp "$tmp/c.out" "$tmp/pkg.out"
+
 echo "== libcoil.so exports the coil_ API alone"
 others=$(nm -D --defined-only "$libdir"/libcoil.so | awk '{print $3}' |
          grep -v -e '^coil_' -e '^_edata$' -e '^_end$' -e '^__bss_start$' || true)
