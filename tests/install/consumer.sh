@@ -2,8 +2,9 @@
 # tests/install/consumer.sh BUILD_DIR: coil as a user installs and uses it. `cmake --install`
 # into an empty prefix; a C program (tests/install/consumer.c, which also defines a
 # json_parse of its own) built with nothing but `pkg-config --cflags --libs coil` and run
-# on examples/tiny.coil; a C++ program built by CMake through find_package(coil) and
-# coil::coil; the installed coil command run; libcoil.so exporting only coil_ symbols.
+# on examples/tiny.coil, on a package `coil compile` wrote, and linked statically; a C++
+# program built by CMake through find_package(coil) and coil::coil; the installed coil
+# command; libcoil.so and libcoil.a defining only coil_ symbols.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,10 +26,19 @@ echo "== a package coil compile wrote, loaded and run through the API: the same 
 "$tmp/consumer" "$tmp/pkg" | tee "$tmp/pkg.out"
 cmp "$tmp/c.out" "$tmp/pkg.out"
 
-echo "== libcoil.so exports the coil_ API alone"
+echo "== the same program linked statically: libcoil.a defines no global but the coil_ API"
+cc -std=c99 -Wall -Werror "$root/tests/install/consumer.c" -o "$tmp/consumer_static" \
+    $(pkg-config --cflags coil) "$libdir/libcoil.a" \
+    $(pkg-config --static --libs coil | sed 's/-lcoil\b//')
+"$tmp/consumer_static" "$root/examples/tiny.coil" > "$tmp/static.out"
+cmp "$tmp/c.out" "$tmp/static.out"
+
+echo "== libcoil.so and libcoil.a define the coil_ API alone"
 others=$(nm -D --defined-only "$libdir"/libcoil.so | awk '{print $3}' |
          grep -v -e '^coil_' -e '^_edata$' -e '^_end$' -e '^__bss_start$' || true)
 [ -z "$others" ] || { echo "exported besides coil_: $others"; exit 1; }
+others=$(nm "$libdir"/libcoil.a | awk '$2 ~ /^[TDBRCVW]$/ {print $3}' | grep -v '^coil_' || true)
+[ -z "$others" ] || { echo "global in libcoil.a besides coil_: $(echo $others | head -c 300)"; exit 1; }
 
 if command -v c++ > /dev/null; then
     echo "== C++ through find_package(coil)"
