@@ -13,7 +13,7 @@ REQUIRED=(
     cmake:cmake make:make gcc:gcc g++:g++ libc6-dev:gcc flex:flex bison:bison
     llvm-19-dev:llvm-config-19 llvm-19-tools:/usr/lib/llvm-19/bin/FileCheck
     python3:python3 libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
-    pkg-config:pkg-config
+    pkg-config:pkg-config python3-numpy:/usr/lib/python3/dist-packages/numpy/__init__.py
 )
 if [ "${1:-}" = --fuzz ]; then
     REQUIRED+=(clang-19:clang-19

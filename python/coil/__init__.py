@@ -1,0 +1,241 @@
+"""coil from Python: a thin layer over libcoil.so (include/coil/coil.h) through ctypes.
+
+    import coil, numpy as np
+    m = coil.load("examples/tiny.coil")          # or a package directory, or coil.compile(text)
+    m.init_params(seed=0, dims={"B": 4})         # or m.load_weights("model.safetensors")
+    logits, probs = m(np.ones((4, 16), np.float32))
+
+Outputs are NumPy arrays that own coil's buffers (no copy); inputs are read in place when
+they are C-contiguous arrays of the input's dtype (else converted once). Failures raise
+coil.Error with coil's located message and its code. The library is found at
+$COIL_LIBRARY, next to this package, through pkg-config, or on the loader's path.
+"""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+
+__all__ = ["Error", "Model", "load", "compile", "version"]
+
+MAX_RANK = 8
+_DTYPES = ["float32", "float16", None, "int8", "int32", "int64", "bool"]  # coil_dtype order
+_BF16 = 2
+
+
+class Error(Exception):
+    """A coil failure: .code (1: bad input, 2: the API misused) and coil's message."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p)]
+
+
+class _Err(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("overrides", ctypes.POINTER(ctypes.c_char_p)), ("noverrides", ctypes.c_int),
+                ("training", ctypes.c_bool), ("seed", ctypes.c_uint64),
+                ("interpret", ctypes.c_bool), ("threads", ctypes.c_int),
+                ("device", ctypes.c_char_p)]
+
+
+class _Info(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_char_p), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int), ("shape", ctypes.c_int64 * MAX_RANK),
+                ("dim", ctypes.c_char_p * MAX_RANK), ("init", ctypes.c_char_p)]
+
+
+class _DimSize(ctypes.Structure):
+    _fields_ = [("symbol", ctypes.c_char_p), ("size", ctypes.c_int64)]
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.environ.get("COIL_LIBRARY"):
+        yield os.environ["COIL_LIBRARY"]
+    yield os.path.join(here, "libcoil.so")
+    if shutil.which("pkg-config"):
+        r = subprocess.run(["pkg-config", "--variable=libdir", "coil"], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            yield os.path.join(r.stdout.strip(), "libcoil.so")
+    yield "libcoil.so.0"
+
+
+def _open():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    raise ImportError("coil: libcoil.so not found (set COIL_LIBRARY, or install coil with "
+                      "cmake --install and make pkg-config find it); tried " + "; ".join(tried))
+
+
+_lib = _open()
+_P, _E = ctypes.c_void_p, ctypes.POINTER(_Err)
+for name, res, args in [
+        ("coil_version", ctypes.c_char_p, []),
+        ("coil_load", _P, [ctypes.c_char_p, ctypes.POINTER(_Options), _E]),
+        ("coil_load_text", _P, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                                ctypes.POINTER(_Options), _E]),
+        ("coil_free", None, [_P]),
+        ("coil_count", ctypes.c_int, [_P, ctypes.c_int]),
+        ("coil_info_at", ctypes.POINTER(_Info), [_P, ctypes.c_int, ctypes.c_int]),
+        ("coil_init_params", ctypes.c_bool, [_P, ctypes.c_uint64, ctypes.POINTER(_DimSize),
+                                             ctypes.c_int, _E]),
+        ("coil_load_weights", ctypes.c_bool, [_P, ctypes.c_char_p, _E]),
+        ("coil_set_param", ctypes.c_bool, [_P, ctypes.c_int, ctypes.POINTER(_Tensor), _E]),
+        ("coil_run", ctypes.c_bool, [_P, ctypes.POINTER(_Tensor), ctypes.c_int,
+                                     ctypes.POINTER(_Tensor), ctypes.c_int, _E]),
+        ("coil_set_rng_step", ctypes.c_bool, [_P, ctypes.c_uint64, _E]),
+        ("coil_tensor_free", None, [ctypes.POINTER(_Tensor)])]:
+    fn = getattr(_lib, name)
+    fn.restype, fn.argtypes = res, args
+
+
+def version():
+    """The linked libcoil's version ("0.1.0")."""
+    return _lib.coil_version().decode()
+
+
+def _check(ok, err):
+    if not ok:
+        raise Error(err.code, err.message.decode(errors="replace"))
+
+
+def _options(device, threads, overrides, training, seed, interpret):
+    o = _Options()
+    items = [f"{k}={v}".encode() for k, v in (overrides or {}).items()]
+    o._keep = (ctypes.c_char_p * max(len(items), 1))(*items)
+    o.overrides, o.noverrides = o._keep, len(items)
+    o.training, o.seed, o.interpret, o.threads = training, seed, interpret, threads
+    o.device = device.encode() if device else None
+    return o
+
+
+class _Owned:
+    """Holds an output tensor coil allocated until the last array viewing it is gone."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __del__(self):
+        _lib.coil_tensor_free(ctypes.byref(self.t))
+
+
+class Model:
+    """A loaded model: .inputs, .outputs, .params (names), called with arrays."""
+
+    def __init__(self, handle, what):
+        if not handle:
+            raise Error(1, f"{what}: not loaded")
+        self._m = handle
+        self.inputs = self._names(0)
+        self.outputs = self._names(1)
+        self.params = self._names(2)
+        self._in = [self._info(0, i) for i in range(len(self.inputs))]
+
+    def _names(self, kind):
+        return [_lib.coil_info_at(self._m, kind, i).contents.name.decode()
+                for i in range(_lib.coil_count(self._m, kind))]
+
+    def _info(self, kind, i):
+        inf = _lib.coil_info_at(self._m, kind, i).contents
+        return inf.dtype, inf.rank, inf.type.decode()
+
+    def __del__(self):
+        if getattr(self, "_m", None):
+            _lib.coil_free(self._m)
+            self._m = None
+
+    def init_params(self, seed=0, dims=None):
+        """Every parameter from its initializer, drawn from seed; dims size the symbols."""
+        dims = dims or {}
+        arr = (_DimSize * max(len(dims), 1))(*[_DimSize(k.encode(), v) for k, v in dims.items()])
+        err = _Err()
+        _check(_lib.coil_init_params(self._m, seed, arr, len(dims), ctypes.byref(err)), err)
+        return self
+
+    def load_weights(self, path):
+        """Parameters by name from a .safetensors file."""
+        err = _Err()
+        _check(_lib.coil_load_weights(self._m, os.fsencode(path), ctypes.byref(err)), err)
+        return self
+
+    def set_rng_step(self, step):
+        err = _Err()
+        _check(_lib.coil_set_rng_step(self._m, step, ctypes.byref(err)), err)
+
+    def __call__(self, *args, **named):
+        if named:
+            missing = [n for n in self.inputs[len(args):] if n not in named]
+            if missing or len(args) + len(named) != len(self.inputs):
+                raise Error(2, f"inputs: expected {', '.join(self.inputs)}")
+            args = list(args) + [named[n] for n in self.inputs[len(args):]]
+        if len(args) != len(self.inputs):
+            raise Error(2, f"{len(args)} inputs given; the model takes {len(self.inputs)}: "
+                        f"{', '.join(self.inputs)}")
+        ins = (_Tensor * max(len(args), 1))()
+        keep = []
+        for i, a in enumerate(args):
+            dt, rank, _ = self._in[i]
+            want = np.uint16 if dt == _BF16 else np.dtype(_DTYPES[dt])
+            a = np.ascontiguousarray(a, dtype=want)
+            keep.append(a)
+            ins[i].dtype, ins[i].rank = dt, a.ndim
+            for d, s in enumerate(a.shape):
+                ins[i].shape[d] = s
+            ins[i].data = a.ctypes.data
+        outs = (_Tensor * max(len(self.outputs), 1))()
+        err = _Err()
+        _check(_lib.coil_run(self._m, ins, len(args), outs, len(self.outputs), ctypes.byref(err)), err)
+        result = [_adopt(outs[i]) for i in range(len(self.outputs))]
+        return result[0] if len(result) == 1 else tuple(result)
+
+
+class _Array(np.ndarray):
+    """An ndarray over a buffer coil allocated, freed with the last view of it."""
+
+
+def _adopt(t):
+    shape = tuple(t.shape[i] for i in range(t.rank))
+    dtype = np.dtype(np.uint16) if t.dtype == _BF16 else np.dtype(_DTYPES[t.dtype])
+    n = 1
+    for s in shape:
+        n *= s
+    if not t.data or n == 0:
+        return np.zeros(shape, dtype)
+    buf = (ctypes.c_char * (n * dtype.itemsize)).from_address(t.data)
+    a = np.frombuffer(buf, dtype=dtype).reshape(shape).view(_Array)
+    a._owner = _Owned(t)
+    return a
+
+
+def load(path, device=None, threads=0, overrides=None, training=False, seed=0, interpret=False):
+    """A model file (.coil, .cir) or a package directory `coil compile` wrote."""
+    o = _options(device, threads, overrides, training, seed, interpret)
+    err = _Err()
+    m = _lib.coil_load(os.fsencode(path), ctypes.byref(o), ctypes.byref(err))
+    _check(m, err)
+    return Model(m, path)
+
+
+def compile(source, name="model.coil", device=None, threads=0, overrides=None, training=False,
+            seed=0, interpret=False):
+    """A model from its text: the .coil language when name ends in .coil, else IR text."""
+    o = _options(device, threads, overrides, training, seed, interpret)
+    err = _Err()
+    text = source.encode()
+    m = _lib.coil_load_text(name.encode(), text, len(text), ctypes.byref(o), ctypes.byref(err))
+    _check(m, err)
+    return Model(m, name)
