@@ -37,7 +37,8 @@ static void set_env_int(const char *name, long v)
 }
 
 /* The child: rank k's variables (another launcher's dropped), then the program. */
-static void exec_rank(int k, int n, const char *addr, int port, char **cmd, int out)
+static void exec_rank(int k, int n, const char *addr, int port, char **cmd, int out,
+                      int restart)
 {
     static const char *const others[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                                          "SLURM_PROCID", "SLURM_NTASKS"};
@@ -46,6 +47,7 @@ static void exec_rank(int k, int n, const char *addr, int port, char **cmd, int 
     set_env_int("RANK", k), set_env_int("WORLD_SIZE", n);
     set_env_int("LOCAL_RANK", k), set_env_int("LOCAL_WORLD_SIZE", n);
     setenv("MASTER_ADDR", addr, 1), set_env_int("MASTER_PORT", port);
+    set_env_int("TORCHELASTIC_RESTART_COUNT", restart); /* as torchrun names it */
     setpgid(0, 0); /* its own group: ending it ends what it started */
     dup2(out, STDOUT_FILENO), dup2(out, STDERR_FILENO);
     close(out);
@@ -54,7 +56,7 @@ static void exec_rank(int k, int n, const char *addr, int port, char **cmd, int 
     _exit(127);
 }
 
-static bool start_ranks(Rank *r, int n, const char *addr, int port, char **cmd)
+static bool start_ranks(Rank *r, int n, const char *addr, int port, char **cmd, int restart)
 {
     for (int k = 0; k < n; k++) {
         int p[2];
@@ -64,7 +66,7 @@ static bool start_ranks(Rank *r, int n, const char *addr, int port, char **cmd)
         r[k].pid = fork();
         if (r[k].pid == 0) {
             close(p[0]);
-            exec_rank(k, n, addr, port, cmd, p[1]);
+            exec_rank(k, n, addr, port, cmd, p[1], restart);
         }
         close(p[1]);
         r[k].out = p[0];
@@ -174,10 +176,24 @@ static int supervise(Rank *r, int n)
     return interrupted ? 128 + interrupted : EXIT_OK;
 }
 
+/* One attempt at the job: every rank started (with the restart's number), supervised. */
+static int run_job(Rank *r, int n, const char *addr, int port, char **cmd, int restart)
+{
+    memset(r, 0, sizeof *r * MAX_LOCAL);
+    for (int k = 0; k < MAX_LOCAL; k++)
+        r[k].out = -1;
+    if (!start_ranks(r, n, addr, port, cmd, restart)) {
+        fprintf(stderr, "coil launch: cannot start the ranks: %s\n", strerror(errno));
+        signal_all(r, n, SIGKILL);
+        return EXIT_INPUT;
+    }
+    return supervise(r, n);
+}
+
 int cmd_launch(const Command *cmd, Args *a, int argc, char **argv)
 {
     (void)a;
-    const char *nproc = NULL, *port_s = NULL, *addr = "127.0.0.1";
+    const char *nproc = NULL, *port_s = NULL, *addr = "127.0.0.1", *restarts_s = NULL;
     int i = 0;
     for (; i < argc && strcmp(argv[i], "--") != 0 && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
@@ -185,7 +201,8 @@ int cmd_launch(const Command *cmd, Args *a, int argc, char **argv)
         const char **v = strcmp(argv[i], "--nproc") == 0         ? &nproc
                          : strcmp(argv[i], "--master-port") == 0 ? &port_s
                          : strcmp(argv[i], "--master-addr") == 0 ? &addr
-                                                                 : NULL;
+                         : strcmp(argv[i], "--max-restarts") == 0 ? &restarts_s
+                                                                  : NULL;
         if (!v)
             return usage_error(cmd, "unknown option '%s'", argv[i]);
         if (++i == argc)
@@ -193,8 +210,10 @@ int cmd_launch(const Command *cmd, Args *a, int argc, char **argv)
         *v = argv[i];
     }
     i += i < argc && strcmp(argv[i], "--") == 0;
-    int64_t n, port = 0;
+    int64_t n, port = 0, restarts = 0;
     int rc = parse_count(cmd, "--nproc", nproc, 1, &n);
+    if (rc == EXIT_OK && restarts_s && strcmp(restarts_s, "0") != 0)
+        rc = parse_count(cmd, "--max-restarts", restarts_s, 0, &restarts);
     if (rc == EXIT_OK && n > MAX_LOCAL)
         rc = usage_error(cmd, "--nproc %lld: at most %d ranks on one host", (long long)n, MAX_LOCAL);
     rc = rc ? rc : parse_count(cmd, "--master-port", port_s, world_free_port(), &port);
@@ -205,14 +224,16 @@ int cmd_launch(const Command *cmd, Args *a, int argc, char **argv)
     if (rc != EXIT_OK)
         return rc;
     signal(SIGINT, on_signal), signal(SIGTERM, on_signal), signal(SIGPIPE, SIG_IGN);
-    Rank r[MAX_LOCAL];
-    memset(r, 0, sizeof r);
-    for (int k = 0; k < MAX_LOCAL; k++)
-        r[k].out = -1;
-    if (!start_ranks(r, (int)n, addr, (int)port, argv + i)) {
-        fprintf(stderr, "coil launch: cannot start the ranks: %s\n", strerror(errno));
-        signal_all(r, (int)n, SIGKILL);
-        return EXIT_INPUT;
+    Rank *r = calloc(MAX_LOCAL, sizeof *r);
+    for (int restart = 0; r; restart++) {
+        rc = run_job(r, (int)n, addr, (int)port, argv + i, restart);
+        if (rc == EXIT_OK || interrupted || rc == EXIT_INPUT || restart >= restarts) {
+            free(r);
+            return rc;
+        }
+        fprintf(stderr, "coil launch: restarting the job (restart %d of %lld)\n", restart + 1,
+                (long long)restarts);
     }
-    return supervise(r, (int)n);
+    fprintf(stderr, "coil launch: out of memory\n");
+    return EXIT_INPUT;
 }

@@ -13,7 +13,7 @@ typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
         *trace_steps, *bucket_mb, *dp_timeout, *bind;
-    bool resume, resume_anyway, cosine, synthetic;
+    bool resume, resume_anyway, auto_resume, cosine, synthetic;
     bool bound;           /* this rank was bound to its share of the host's CPUs */
     List *no_decay;
 } TrainFlags;
@@ -74,9 +74,9 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
     OptKind kind = OPT_ADAMW;
     if (!rc && f->optimizer && !optim_parse(f->optimizer, &kind))
         rc = usage_error(cmd, "--optimizer %s: expected adamw, sgd or lion", f->optimizer);
-    if (!rc && (f->resume || f->resume_anyway) && !f->save)
+    if (!rc && (f->resume || f->resume_anyway || f->auto_resume) && !f->save)
         rc = usage_error(cmd, "%s needs --save DIR (the checkpoint to continue from)",
-                         f->resume ? "--resume" : "--resume-anyway");
+                         f->resume ? "--resume" : f->resume_anyway ? "--resume-anyway" : "--auto-resume");
     if (!rc && f->precision && !precision_parse(f->precision, &o->precision))
         rc = usage_error(cmd, "--precision %s: expected f32, bf16 or f16", f->precision);
     rc = rc ? rc : parse_real(cmd, "--loss-scale", f->loss_scale, 0, &o->loss_scale);
@@ -105,6 +105,8 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
     o->lr = (LrSchedule){lr, min_lr, warmup, f->cosine ? steps : 0};
     o->data = f->data, o->data_width = (int)width, o->save = f->save, o->save_every = save_every;
     o->resume = f->resume || f->resume_anyway, o->resume_anyway = f->resume_anyway;
+    if (f->auto_resume && train_checkpoint_exists(f->save)) /* a restarted job goes on */
+        o->resume = true;
     o->loss = f->loss, o->json = a->json, o->weights = a->weights, o->trace = a->trace;
     o->compile = compile_options(a, (int)threads);
     o->opt.threads = (int)threads;
@@ -183,7 +185,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--momentum", .value = &f.momentum},  {"--clip", .value = &f.clip},
         {"--log-every", .value = &f.log_every}, {"--save", .value = &f.save},
         {"--save-every", .value = &f.save_every}, {"--resume", .on = &f.resume},
-        {"--resume-anyway", .on = &f.resume_anyway},
+        {"--resume-anyway", .on = &f.resume_anyway}, {"--auto-resume", .on = &f.auto_resume},
         {"--data", .value = &f.data},          {"--token-bytes", .value = &f.width},
         {"--synthetic", .on = &f.synthetic},   {"--loss", .value = &f.loss},
         {"--set", .list = &a->set},            {"--dim", .list = &a->dim},

@@ -84,6 +84,8 @@ typedef struct TrainResult {
  * micro-batch, before recomputation. */
 Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
                          Err *e);
+/* Whether dir holds a checkpoint (a file by that name: resuming checks the rest). */
+bool train_checkpoint_exists(const char *dir);
 /* Train; false with e set on any error, and when the run diverges (the loss, or with no
  * loss scale left the gradient, not finite for 10 steps in a row or at the last step). */
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);

@@ -467,6 +467,13 @@ static void checkpoint_path(const Run *r, char *buf, size_t n)
     snprintf(buf, n, "%s/%s", r->o->save, CHECKPOINT_FILE);
 }
 
+bool train_checkpoint_exists(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
+    return access(path, F_OK) == 0;
+}
+
 /* The checkpoint read and every check that needs no model made (metadata, digest, the
  * same run), before anything is compiled: a damaged file is reported at once. */
 static bool open_checkpoint(Run *r, Err *e)

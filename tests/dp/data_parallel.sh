@@ -98,6 +98,19 @@ cat "$tmp/lost.err"
 grep -q 'lost rank 1 during' "$tmp/lost.err"
 [ "$took" -lt 30 ]
 
+echo "== coil launch --max-restarts: a rank killed mid-run, the job restarted from the last checkpoint"
+long="$root/examples/mlp.coil --set hidden=256 --set layers=4 --set classes=10 --set dropout_p=0
+      --loss cross_entropy --synthetic --seed 3 --threads 1 --dim B=8 --steps 300 --save-every 10
+      --log-every 1000 --optimizer sgd --lr 0.05"
+$coil launch --nproc 2 -- $coil train $long --save "$tmp/whole" > /dev/null 2>&1
+# rank 1 of the first attempt dies as soon as a checkpoint exists
+$coil launch --nproc 2 --max-restarts 2 -- sh -c 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] &&
+    [ "$RANK" = 1 ]; then (while [ ! -e "$1/checkpoint.safetensors" ]; do sleep 0.02; done;
+    kill -9 $$) & fi; shift; exec "$@"' sh "$tmp/again" $coil train $long --save "$tmp/again" \
+    --auto-resume --dp-timeout 20 > "$tmp/again.out" 2>&1
+grep 'restarting the job (restart 1 of 2)' "$tmp/again.out"
+cmp "$tmp/whole/checkpoint.safetensors" "$tmp/again/checkpoint.safetensors"
+
 echo "== coil launch: one rank failing ends the job with its status"
 set +e
 $coil launch --nproc 2 -- sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 61' > "$tmp/launch.out" 2>&1
