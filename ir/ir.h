@@ -42,6 +42,23 @@ uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 float bf16_to_f32(uint16_t h);
+/* The same two inline, by the bits (round to nearest even; a NaN stays a NaN, its payload
+ * kept where f32_to_bf16 makes it canonical): for loops over millions of values. */
+static inline uint16_t bf16_pack(float f)
+{
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+static inline float bf16_unpack(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
 
 /* ---------------------------------------------------------------- shapes */
 

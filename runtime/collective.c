@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/ir.h"
 #include "runtime/collective.h"
 #include "runtime/comm_ring.h"
 
@@ -17,11 +18,36 @@ typedef enum CommKind {
 static const char *const kind_name[] = {"all-reduce", "reduce-scatter", "all-gather",
                                         "broadcast", "barrier"};
 
+/* An element type of the reduced arrays: its bytes, and in += out summed elementwise. */
+typedef struct Elem {
+    size_t size;
+    void (*add)(void *x, const void *in, int64_t n);
+} Elem;
+
+static void add_f32(void *x, const void *in, int64_t n)
+{
+    float *a = x;
+    const float *b = in;
+    for (int64_t i = 0; i < n; i++)
+        a[i] += b[i];
+}
+
+static void add_bf16(void *x, const void *in, int64_t n)
+{
+    uint16_t *a = x;
+    const uint16_t *b = in;
+    for (int64_t i = 0; i < n; i++)
+        a[i] = bf16_pack(bf16_unpack(a[i]) + bf16_unpack(b[i]));
+}
+
+static const Elem elems[] = {[COMM_F32] = {4, add_f32}, [COMM_BF16] = {2, add_bf16}};
+
 struct CommOp {
     Comm *c;
     CommKind kind;
-    float *data;      /* the float collectives' array of n */
+    char *data;       /* the reduced collectives' array of n elements of *elem */
     int64_t n;
+    const Elem *elem;
     void *bytes;      /* broadcast's */
     size_t nbytes;
     int root;
@@ -56,38 +82,44 @@ static int64_t chunk_len(int64_t n, int size, int i)
 
 static int mod(int a, int m) { return ((a % m) + m) % m; }
 
+/* Chunk i of x (n elements of el): its address and bytes. */
+static char *chunk(char *x, int64_t n, int p, int i, const Elem *el, size_t *bytes)
+{
+    *bytes = (size_t)chunk_len(n, p, i) * el->size;
+    return x + (size_t)comm_chunk_start(n, p, i) * el->size;
+}
+
 /* Step s of reduce-scatter: chunk rank-s-1 to the right, chunk rank-s-2 from the left
  * added in; after size-1 steps chunk `rank` holds the sum. */
-static bool reduce_scatter(Comm *c, float *x, int64_t n, const char *what, Err *e)
+static bool reduce_scatter(Comm *c, char *x, int64_t n, const Elem *el, const char *what, Err *e)
 {
     int p = c->w.size, r = c->w.rank;
-    float *in = malloc(((size_t)(n / p) + 1) * sizeof *in);
+    char *in = malloc(((size_t)(n / p) + 1) * el->size);
     bool ok = in != NULL;
     if (!ok)
         err_set(e, ERR_INPUT, "data-parallel: out of memory in %s", what);
     for (int s = 0; ok && s < p - 1; s++) {
-        int out = mod(r - s - 1, p), got = mod(r - s - 2, p);
-        int64_t at = comm_chunk_start(n, p, got), len = chunk_len(n, p, got);
-        ok = ring_exchange(c->ring, x + comm_chunk_start(n, p, out),
-                           (size_t)chunk_len(n, p, out) * sizeof *x, in, (size_t)len * sizeof *in,
-                           what, e);
-        for (int64_t i = 0; ok && i < len; i++)
-            x[at + i] += in[i];
+        size_t sb, rb;
+        char *out = chunk(x, n, p, mod(r - s - 1, p), el, &sb);
+        char *got = chunk(x, n, p, mod(r - s - 2, p), el, &rb);
+        ok = ring_exchange(c->ring, out, sb, in, rb, what, e);
+        if (ok)
+            el->add(got, in, (int64_t)(rb / el->size));
     }
     free(in);
     return ok;
 }
 
 /* Step s of all-gather: chunk rank-s to the right, chunk rank-s-1 from the left. */
-static bool all_gather(Comm *c, float *x, int64_t n, const char *what, Err *e)
+static bool all_gather(Comm *c, char *x, int64_t n, const Elem *el, const char *what, Err *e)
 {
     int p = c->w.size, r = c->w.rank;
     bool ok = true;
     for (int s = 0; ok && s < p - 1; s++) {
-        int out = mod(r - s, p), got = mod(r - s - 1, p);
-        ok = ring_exchange(c->ring, x + comm_chunk_start(n, p, out),
-                           (size_t)chunk_len(n, p, out) * sizeof *x, x + comm_chunk_start(n, p, got),
-                           (size_t)chunk_len(n, p, got) * sizeof *x, what, e);
+        size_t sb, rb;
+        char *out = chunk(x, n, p, mod(r - s, p), el, &sb);
+        char *got = chunk(x, n, p, mod(r - s - 1, p), el, &rb);
+        ok = ring_exchange(c->ring, out, sb, got, rb, what, e);
     }
     return ok;
 }
@@ -112,18 +144,21 @@ static bool run_op(Comm *c, CommOp *op, Err *e)
 {
     const char *what = kind_name[op->kind];
     float token[WORLD_MAX] = {0}; /* a barrier: one float a rank, so every link carries one */
+    const Elem *el = op->elem;
     switch (op->kind) {
     case COMM_ALL_REDUCE:
-        return reduce_scatter(c, op->data, op->n, what, e) && all_gather(c, op->data, op->n, what, e);
+        return reduce_scatter(c, op->data, op->n, el, what, e) &&
+               all_gather(c, op->data, op->n, el, what, e);
     case COMM_REDUCE_SCATTER:
-        return reduce_scatter(c, op->data, op->n, what, e);
+        return reduce_scatter(c, op->data, op->n, el, what, e);
     case COMM_ALL_GATHER:
-        return all_gather(c, op->data, op->n, what, e);
+        return all_gather(c, op->data, op->n, el, what, e);
     case COMM_BROADCAST:
         return broadcast(c, op->bytes, op->nbytes, op->root, e);
     case COMM_BARRIER:
-        return reduce_scatter(c, token, c->w.size, what, e) &&
-               all_gather(c, token, c->w.size, what, e);
+        el = &elems[COMM_F32];
+        return reduce_scatter(c, (char *)token, c->w.size, el, what, e) &&
+               all_gather(c, (char *)token, c->w.size, el, what, e);
     }
     return false;
 }
@@ -228,19 +263,20 @@ static CommOp *start(Comm *c, CommOp op, Err *e)
     return o;
 }
 
-CommOp *comm_all_reduce_start(Comm *c, float *data, int64_t n, Err *e)
+CommOp *comm_all_reduce_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e)
 {
-    return start(c, (CommOp){.kind = COMM_ALL_REDUCE, .data = data, .n = n}, e);
+    return start(c, (CommOp){.kind = COMM_ALL_REDUCE, .data = data, .n = n, .elem = &elems[t]}, e);
 }
 
-CommOp *comm_reduce_scatter_start(Comm *c, float *data, int64_t n, Err *e)
+CommOp *comm_reduce_scatter_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e)
 {
-    return start(c, (CommOp){.kind = COMM_REDUCE_SCATTER, .data = data, .n = n}, e);
+    return start(c, (CommOp){.kind = COMM_REDUCE_SCATTER, .data = data, .n = n,
+                             .elem = &elems[t]}, e);
 }
 
-CommOp *comm_all_gather_start(Comm *c, float *data, int64_t n, Err *e)
+CommOp *comm_all_gather_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e)
 {
-    return start(c, (CommOp){.kind = COMM_ALL_GATHER, .data = data, .n = n}, e);
+    return start(c, (CommOp){.kind = COMM_ALL_GATHER, .data = data, .n = n, .elem = &elems[t]}, e);
 }
 
 CommOp *comm_broadcast_start(Comm *c, void *data, size_t bytes, int root, Err *e)
@@ -276,7 +312,7 @@ bool comm_wait(CommOp *op, Err *e)
 
 bool comm_all_reduce(Comm *c, float *data, int64_t n, Err *e)
 {
-    return comm_wait(comm_all_reduce_start(c, data, n, e), e);
+    return comm_wait(comm_all_reduce_start(c, data, n, COMM_F32, e), e);
 }
 
 bool comm_broadcast(Comm *c, void *data, size_t bytes, int root, Err *e)

@@ -29,22 +29,27 @@ int comm_size(const Comm *c);
  * from it. */
 int64_t comm_chunk_start(int64_t n, int size, int i);
 
-/* Started collectives (NULL with e set when one cannot start). data is the caller's and
- * must stay untouched until comm_wait returns:
+/* What the reduced arrays hold: f32, or bf16 (uint16_t bits; each hop's sum rounded to
+ * bf16: half the bytes moved, about 3 significant digits kept, as PyTorch's bf16
+ * gradient compression). */
+typedef enum CommDtype { COMM_F32, COMM_BF16 } CommDtype;
+
+/* Started collectives (NULL with e set when one cannot start). data is the caller's, n
+ * elements of t, and must stay untouched until comm_wait returns:
  *   all_reduce      data[0..n) summed over the ranks, on every rank
  *   reduce_scatter  chunk `rank` of data summed over the ranks (the rest undefined)
  *   all_gather      every rank's chunk `rank` of data, on every rank
  *   broadcast       root's bytes on every rank
  *   barrier         returns once every rank has started it */
-CommOp *comm_all_reduce_start(Comm *c, float *data, int64_t n, Err *e);
-CommOp *comm_reduce_scatter_start(Comm *c, float *data, int64_t n, Err *e);
-CommOp *comm_all_gather_start(Comm *c, float *data, int64_t n, Err *e);
+CommOp *comm_all_reduce_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e);
+CommOp *comm_reduce_scatter_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e);
+CommOp *comm_all_gather_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e);
 CommOp *comm_broadcast_start(Comm *c, void *data, size_t bytes, int root, Err *e);
 CommOp *comm_barrier_start(Comm *c, Err *e);
 /* Waits for op to finish and frees it; false with its error. */
 bool comm_wait(CommOp *op, Err *e);
 
-/* Started and waited for. */
+/* Started and waited for (f32). */
 bool comm_all_reduce(Comm *c, float *data, int64_t n, Err *e);
 bool comm_broadcast(Comm *c, void *data, size_t bytes, int root, Err *e);
 bool comm_barrier(Comm *c, Err *e);

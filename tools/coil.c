@@ -484,6 +484,8 @@ static const Command commands[] = {
      "                         first 1 MiB; default 25)\n"
      "  --dp-timeout S         data-parallel: a rank silent for S seconds (exited, killed,\n"
      "                         stuck) fails every other one, naming it (default 60)\n"
+     "  --reduce-dtype T       data-parallel: gradients summed across ranks in f32 (default)\n"
+     "                         or bf16 (half the bytes, each sum rounded to bf16)\n"
      "  --bind none|cores|numa data-parallel: each rank on its own share of the host's CPUs\n"
      "                         (cores: the default with more than one rank on the host) or\n"
      "                         on one NUMA node's; said on stderr at start\n"

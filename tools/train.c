@@ -12,7 +12,7 @@
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
-        *trace_steps, *bucket_mb, *dp_timeout, *bind;
+        *trace_steps, *bucket_mb, *dp_timeout, *bind, *reduce_dtype;
     bool resume, resume_anyway, auto_resume, cosine, synthetic;
     bool bound;           /* this rank was bound to its share of the host's CPUs */
     List *no_decay;
@@ -27,6 +27,20 @@ static int parse_real(const Command *cmd, const char *flag, const char *s, doubl
     if (s && (end == s || *end || !(*out >= 0) || !isfinite(*out)))
         return usage_error(cmd, "%s %s: expected a finite non-negative number", flag, s);
     return EXIT_OK;
+}
+
+/* The data-parallel flags: buckets, the reduction's dtype, the timeout. */
+static int parse_dp_flags(const Command *cmd, const TrainFlags *f, TrainOptions *o)
+{
+    int rc = parse_real(cmd, "--bucket-mb", f->bucket_mb, 25, &o->bucket_mb);
+    rc = rc ? rc : parse_real(cmd, "--dp-timeout", f->dp_timeout, 60, &o->dp_timeout_s);
+    if (!rc && (o->bucket_mb <= 0 || o->dp_timeout_s <= 0))
+        rc = usage_error(cmd, "%s must be positive", o->bucket_mb <= 0 ? "--bucket-mb" : "--dp-timeout");
+    const char *t = f->reduce_dtype ? f->reduce_dtype : "f32";
+    if (!rc && strcmp(t, "f32") != 0 && strcmp(t, "bf16") != 0)
+        rc = usage_error(cmd, "--reduce-dtype %s: expected f32 or bf16", t);
+    o->reduce_bf16 = strcmp(t, "bf16") == 0;
+    return rc;
 }
 
 /* A data-parallel rank bound to its share of the host's CPUs (--bind; cores by default
@@ -88,10 +102,6 @@ static int parse_flags(const Command *cmd, const TrainFlags *f, const Args *a, T
         rc = usage_error(cmd, "--trace-steps %s needs --trace FILE.json (the trace it bounds)",
                          f->trace_steps);
     rc = rc ? rc : parse_count(cmd, "--trace-steps", f->trace_steps, 10, &o->trace_steps);
-    rc = rc ? rc : parse_real(cmd, "--bucket-mb", f->bucket_mb, 25, &o->bucket_mb);
-    rc = rc ? rc : parse_real(cmd, "--dp-timeout", f->dp_timeout, 60, &o->dp_timeout_s);
-    if (!rc && (o->bucket_mb <= 0 || o->dp_timeout_s <= 0))
-        rc = usage_error(cmd, "%s must be positive", o->bucket_mb <= 0 ? "--bucket-mb" : "--dp-timeout");
     if (rc)
         return rc;
     if (threads == 0 && o->world.local_size > 1 && !f->bound) /* the host's CPUs, shared */
@@ -199,7 +209,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--peak", .value = &a->peak},
         {"--trace", .value = &a->trace},       {"--trace-steps", .value = &f.trace_steps},
         {"--bucket-mb", .value = &f.bucket_mb}, {"--dp-timeout", .value = &f.dp_timeout},
-        {"--bind", .value = &f.bind},
+        {"--bind", .value = &f.bind},          {"--reduce-dtype", .value = &f.reduce_dtype},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;
@@ -220,6 +230,8 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         rc = place_rank(cmd, &f, &o.world);
     if (rc == EXIT_OK && !a->help)
         rc = parse_flags(cmd, &f, a, &o);
+    if (rc == EXIT_OK && !a->help)
+        rc = parse_dp_flags(cmd, &f, &o);
     if (rc == EXIT_OK && !a->help)
         rc = parse_positive(cmd, "--peak", a->peak, "GFLOP/s", &o.peak_gflops);
     if (rc != EXIT_OK || a->help)

@@ -2,7 +2,7 @@
  * bucket is a run of consecutive gradients, taken from the last parameter back (the order
  * the backward finishes them), packed into one buffer so a small tensor costs no
  * collective of its own; a gradient of a bucket's size or more is reduced where it is,
- * no copy. */
+ * no copy (in f32; reduced in bf16, every bucket is a converted copy). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,17 +14,19 @@
 typedef struct Bucket {
     int first, last;     /* gradients [first, last], reduced together */
     int64_t numel;
-    float *buf;          /* the packed gradients; NULL: one gradient, reduced in place */
+    void *buf;           /* the packed gradients (f32 or bf16); NULL: one f32 gradient,
+                            reduced in place */
 } Bucket;
 
 struct DataParallel {
     Comm *comm;
+    CommDtype dtype;     /* of the reduction */
     double bucket_bytes;
     Bucket *bucket;      /* made at the first step, for its gradients' sizes */
     int nbucket, ngrad;
 };
 
-DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, Err *e)
+DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDtype dtype, Err *e)
 {
     DataParallel *dp = calloc(1, sizeof *dp);
     if (!dp) {
@@ -32,6 +34,7 @@ DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, Err *e
         return NULL;
     }
     dp->bucket_bytes = (bucket_mb > 0 ? bucket_mb : 25) * 1048576.0;
+    dp->dtype = dtype;
     dp->comm = comm_open(w, timeout_s, e);
     if (dp->comm)
         return dp;
@@ -70,14 +73,15 @@ static bool plan_buckets(DataParallel *dp, const Tensor *grads, int n, Err *e)
         Bucket *b = &dp->bucket[dp->nbucket];
         double cap = dp->nbucket == 0 ? FIRST_BUCKET_BYTES : dp->bucket_bytes;
         bool alone = (double)tensor_numel(&grads[i]) * 4 >= FIRST_BUCKET_BYTES;
+        bool in_place = alone && dp->dtype == COMM_F32;
         b->last = i;
         do
             b->numel += tensor_numel(&grads[i--]);
         while (!alone && i >= 0 && (double)tensor_numel(&grads[i]) * 4 < FIRST_BUCKET_BYTES &&
                (double)(b->numel + tensor_numel(&grads[i])) * 4 <= cap);
         b->first = i + 1;
-        b->buf = alone ? NULL : malloc((size_t)b->numel * sizeof *b->buf + 1);
-        ok = alone || b->buf;
+        b->buf = in_place ? NULL : malloc((size_t)b->numel * (dp->dtype == COMM_BF16 ? 2 : 4) + 1);
+        ok = in_place || b->buf;
         dp->nbucket += ok;
     }
     if (!ok)
@@ -96,20 +100,39 @@ static bool check_grads(const Tensor *grads, int n, Err *e)
     return true;
 }
 
-/* The bucket's gradients into its buffer (pack) or back (!pack); a gradient alone is
- * reduced where it is. */
-static void copy_bucket(Bucket *b, Tensor *grads, bool pack)
+/* n f32 values to and from the reduction's dtype at buf (element `at` on). */
+static void pack(CommDtype t, void *buf, int64_t at, const float *g, int64_t n)
 {
-    if (!b->buf)
+    if (t == COMM_F32) {
+        memcpy((float *)buf + at, g, (size_t)n * sizeof *g);
         return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        ((uint16_t *)buf)[at + i] = bf16_pack(g[i]);
+}
+
+static void unpack(CommDtype t, const void *buf, int64_t at, float *g, int64_t n)
+{
+    if (t == COMM_F32) {
+        memcpy(g, (const float *)buf + at, (size_t)n * sizeof *g);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        g[i] = bf16_unpack(((const uint16_t *)buf)[at + i]);
+}
+
+/* The bucket's gradients into its buffer (to) or back (!to); an f32 gradient alone is
+ * reduced where it is. */
+static void copy_bucket(const DataParallel *dp, Bucket *b, Tensor *grads, bool to)
+{
     int64_t at = 0;
-    for (int i = b->first; i <= b->last; i++) {
-        size_t bytes = tensor_nbytes(&grads[i]);
-        if (pack)
-            memcpy(b->buf + at, grads[i].data, bytes);
+    for (int i = b->first; b->buf && i <= b->last; i++) {
+        int64_t n = tensor_numel(&grads[i]);
+        if (to)
+            pack(dp->dtype, b->buf, at, grads[i].data, n);
         else
-            memcpy(grads[i].data, b->buf + at, bytes);
-        at += tensor_numel(&grads[i]);
+            unpack(dp->dtype, b->buf, at, grads[i].data, n);
+        at += n;
     }
 }
 
@@ -125,15 +148,15 @@ bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e)
                 MAX_BUCKETS);
     for (; ok && started < dp->nbucket; started++) { /* each starts as soon as it is packed */
         Bucket *b = &dp->bucket[started];
-        copy_bucket(b, grads, true);
+        copy_bucket(dp, b, grads, true);
         op[started] = comm_all_reduce_start(dp->comm, b->buf ? b->buf : grads[b->first].data,
-                                            b->numel, e);
+                                            b->numel, dp->dtype, e);
         ok = op[started] != NULL;
     }
     for (int b = 0; b < started; b++) { /* every started one waited for, even after a failure */
         bool done = comm_wait(op[b], e);
         if (done && ok)
-            copy_bucket(&dp->bucket[b], grads, false);
+            copy_bucket(dp, &dp->bucket[b], grads, false);
         ok = ok && done;
     }
     return ok;

@@ -12,8 +12,9 @@
 
 typedef struct DataParallel DataParallel;
 
-/* Joins w's world (runtime/collective.h's comm_open); NULL with e set. */
-DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, Err *e);
+/* Joins w's world (runtime/collective.h's comm_open); the gradients are reduced in dtype
+ * (COMM_BF16: half the bytes, each sum rounded to bf16). NULL with e set. */
+DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDtype dtype, Err *e);
 void dp_free(DataParallel *dp);
 
 /* Rank 0's values of every tensor, on every rank (the same shapes everywhere). */

@@ -58,6 +58,7 @@ typedef struct TrainOptions {
     World world;               /* data-parallel: this rank of world.size ranks, each with
                                   its share of every global batch (size 0 or 1: alone) */
     double bucket_mb;          /* gradients reduced in buckets of this many MiB (0: 25) */
+    bool reduce_bf16;          /* gradients reduced in bf16 (--reduce-dtype bf16), else f32 */
     double dp_timeout_s;       /* a rank silent this long fails the job (0: 60) */
 } TrainOptions;
 

@@ -813,7 +813,8 @@ static bool join_world(Run *r, Err *e)
                 o->world.size);
         return false;
     }
-    r->dp = dp_open(&o->world, o->dp_timeout_s > 0 ? o->dp_timeout_s : 60, o->bucket_mb, e);
+    r->dp = dp_open(&o->world, o->dp_timeout_s > 0 ? o->dp_timeout_s : 60, o->bucket_mb,
+                    o->reduce_bf16 ? COMM_BF16 : COMM_F32, e);
     return r->dp != NULL;
 }
 

@@ -62,6 +62,10 @@ train six 1 16 --steps 6
 same "$tmp/six.json" "$tmp/small.json"
 same "$tmp/six.json" "$tmp/big.json"
 
+echo "== gradients reduced in bf16: the same training within bf16's rounding"
+train bf16 2 8 --steps 6 --reduce-dtype bf16
+python3 "$here/compare.py" "$tmp/six.json" "$tmp/bf16.json" 1e-2
+
 echo "== 3 ranks with the variables set by hand (as torchrun or srun would)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
 for r in 1 2; do

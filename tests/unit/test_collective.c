@@ -75,12 +75,12 @@ static int rank_main(int r, int p, int port)
         CHECK(x[i] == ranks * (float)(i % 97) || (i = N, false));
     for (int i = 0; i < N; i++)
         x[i] = (float)(r + 1);
-    CommOp *op = comm_reduce_scatter_start(c, x, N, &e); /* asynchronous: waited below */
+    CommOp *op = comm_reduce_scatter_start(c, x, N, COMM_F32, &e); /* asynchronous: waited below */
     CHECK(op && comm_wait(op, &e));
     int64_t lo = comm_chunk_start(N, p, r), hi = comm_chunk_start(N, p, r + 1);
     for (int64_t i = lo; i < hi; i++)
         CHECK(x[i] == ranks || (i = hi, false));
-    CHECK(comm_wait(comm_all_gather_start(c, x, N, &e), &e));
+    CHECK(comm_wait(comm_all_gather_start(c, x, N, COMM_F32, &e), &e));
     for (int i = 0; i < N; i++)
         CHECK(x[i] == ranks || (i = N, false));
     size_t nb = 3u << 20 | 5; /* pieces of 1 MiB and a tail */
@@ -91,6 +91,13 @@ static int rank_main(int r, int p, int port)
     CHECK(comm_broadcast(c, b, nb, root, &e));
     for (size_t i = 0; i < nb; i++)
         CHECK(b[i] == (unsigned char)(i * 7) || (i = nb, false));
+    uint16_t *h = malloc(N * sizeof *h); /* bf16: small integers add exactly */
+    for (int i = 0; i < N; i++)
+        h[i] = f32_to_bf16((float)(r + 1) * (float)(i % 8));
+    CHECK(comm_wait(comm_all_reduce_start(c, h, N, COMM_BF16, &e), &e));
+    for (int i = 0; i < N; i++)
+        CHECK(bf16_to_f32(h[i]) == ranks * (float)(i % 8) || (i = N, false));
+    free(h);
     CHECK(comm_barrier(c, &e));
     if (!err_ok(&e))
         fprintf(stderr, "rank %d: %s\n", r, e.msg);
