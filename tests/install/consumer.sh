@@ -57,7 +57,8 @@ else
     echo "== C++: skipped, no C++ compiler"
 fi
 
-echo "== the installed coil command"
+echo "== the installed coil command and its man page"
 "$prefix/bin/coil" --version
+grep -q '^\.SH COIL LAUNCH' "$prefix/share/man/man1/coil.1"
 "$prefix/bin/coil" run "$root/examples/tiny.coil" --dim B=2 > /dev/null
 echo "install: all checks passed"
