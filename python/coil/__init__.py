@@ -5,8 +5,9 @@
     m.init_params(seed=0, dims={"B": 4})         # or m.load_weights("model.safetensors")
     logits, probs = m(np.ones((4, 16), np.float32))
 
-Outputs are NumPy arrays that own coil's buffers (no copy); inputs are read in place when
-they are C-contiguous arrays of the input's dtype (else converted once). Failures raise
+Outputs are NumPy arrays that own coil's buffers (no copy; torch.from_numpy makes them
+tensors without one); inputs are read in place when they are C-contiguous arrays (or CPU
+PyTorch tensors) of the input's dtype, else converted once. Failures raise
 coil.Error with coil's located message and its code. The library is found at
 $COIL_LIBRARY, next to this package, through pkg-config, or on the loader's path.
 """

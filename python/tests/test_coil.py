@@ -74,6 +74,20 @@ class CoilTest(unittest.TestCase):
         del m, y
         np.testing.assert_array_equal(view, np.full((1, 3), 2, np.float32))
 
+    def test_torch_tensors(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("no PyTorch")
+        m = coil.load(TINY).init_params(seed=2, dims={"B": 3})
+        x = torch.randn(3, 16)
+        got = m(x)  # a CPU tensor is read in place through __array__
+        want = m(x.numpy())
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        t = torch.from_numpy(got[0])  # and an output becomes a tensor without a copy
+        self.assertTrue(np.shares_memory(t.numpy(), got[0]))
+
     def test_call_overhead(self):
         m = coil.compile("graph @one(%x: f32[1]) -> (y: f32[1]) {\n  %y = neg %x : f32[1]\n"
                          "  return %y\n}\n", name="one.cir")
