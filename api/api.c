@@ -154,7 +154,7 @@ static bool check_type(const Graph *g, const Type *want, const Tensor *t, const 
     char tw[256], tg[256], which[64] = "";
     if (bad >= 0)
         snprintf(which, sizeof which, " (dimension %d disagrees)", bad);
-    return fail(err, COIL_ERR_INPUT, "%s '%s': expected %s, got %s%s", what, name,
+    return fail(err, COIL_ERR_SHAPE, "%s '%s': expected %s, got %s%s", what, name,
                 type_fmt(g, want, tw, sizeof tw), tensor_fmt(t, tg, sizeof tg), which);
 }
 
@@ -200,7 +200,8 @@ static void signature_fill(coil_model *m)
 /* Take over g (freed on failure): verify it, then describe its signature. */
 static coil_model *model_new(Graph *g, Err *e)
 {
-    coil_model *m = g && ir_verify(g, e) ? calloc(1, sizeof *m) : NULL;
+    bool verified = g && (ir_verify(g, e) || (model_text_fault(NULL, e), false));
+    coil_model *m = verified ? calloc(1, sizeof *m) : NULL;
     if (m)
         m->params = calloc((size_t)graph_params(g, NULL) + 1, sizeof(Tensor));
     if (m && m->params) {
@@ -209,7 +210,7 @@ static coil_model *model_new(Graph *g, Err *e)
         return m;
     }
     if (g && err_ok(e))
-        err_set(e, ERR_INPUT, "out of memory loading the model");
+        err_set(e, ERR_MEMORY, "out of memory loading the model");
     free(m);
     graph_free(g);
     return NULL;
@@ -283,7 +284,7 @@ static coil_model *load_package(const char *path, const coil_options *opt, coil_
     coil_model *m = loaded(package_graph(path, &e), opt, &e, err);
     if (m && !(m->package = strdup(path))) {
         coil_free(m);
-        fail(err, COIL_ERR_INPUT, "out of memory loading %s", path);
+        fail(err, COIL_ERR_MEMORY, "out of memory loading %s", path);
         return NULL;
     }
     return m;
@@ -317,10 +318,10 @@ static Graph *compile_text(const char *name, const char *text, size_t len, const
 {
 #ifdef COIL_HAVE_FRONTEND
     FeOptions fe = {mo->set, mo->nset, mo->training, mo->seed};
-    return coil_frontend_compile(name, text, len, &fe, e);
+    return model_text_fault(coil_frontend_compile(name, text, len, &fe, e), e);
 #else
     (void)text, (void)len, (void)mo;
-    err_set(e, ERR_INPUT, "%s: this build of coil has no .coil frontend; give IR text", name);
+    err_set(e, ERR_UNSUPPORTED, "%s: this build of coil has no .coil frontend; give IR text", name);
     return NULL;
 #endif
 }
@@ -345,7 +346,7 @@ coil_model *coil_load_text(const char *name, const char *text, size_t len,
              "to set", mo.set[0], name);
         return NULL;
     }
-    return loaded(ir_parse(text ? text : "", len, name, &e), opt, &e, err);
+    return loaded(model_text_fault(ir_parse(text ? text : "", len, name, &e), &e), opt, &e, err);
 }
 
 /* ---------------------------------------------------------------- introspection */
@@ -384,7 +385,7 @@ static Tensor *params_alloc(const coil_model *m, coil_error *err)
 {
     Tensor *p = calloc((size_t)m->count[COIL_PARAM] + 1, sizeof *p);
     if (!p)
-        fail(err, COIL_ERR_INPUT, "out of memory allocating parameters");
+        fail(err, COIL_ERR_MEMORY, "out of memory allocating parameters");
     return p;
 }
 
@@ -589,7 +590,7 @@ bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_te
     Err e = {0};
     bool ok = views && res;
     if (!ok)
-        fail(err, COIL_ERR_INPUT, "coil_run: out of memory");
+        fail(err, COIL_ERR_MEMORY, "coil_run: out of memory");
     ok = ok && input_views(model, inputs, views, err);
     if (ok && !(ok = evaluate(model, views, res, &e)))
         fail_err(err, &e);

@@ -17,7 +17,21 @@ typedef struct Loc {
     int line, col;
 } Loc;
 
-enum { ERR_OK = 0, ERR_INPUT = 1, ERR_USAGE = 2 };
+/* What kind of failure an Err is (include/coil/coil.h's COIL_ERR_* have the same values).
+ * ERR_USAGE: the caller's mistake (a flag, an argument); ERR_INPUT: bad input not
+ * classified further; the others say which. The command's exit status is 2 for ERR_USAGE
+ * and 1 for every other. */
+enum {
+    ERR_OK = 0, ERR_INPUT = 1, ERR_USAGE = 2,
+    ERR_FILE = 3,        /* a file missing or unreadable */
+    ERR_SYNTAX = 4,      /* the model's text is wrong (located FILE:LINE:COL) */
+    ERR_SHAPE = 5,       /* a tensor of the wrong dtype or shape */
+    ERR_UNSUPPORTED = 6, /* not supported (yet, or by this build) */
+    ERR_DEVICE = 7,      /* the device is missing or failed */
+    ERR_MEMORY = 8,      /* out of memory */
+    ERR_IO = 9,          /* a write failed */
+    ERR_INTERNAL = 10,   /* a bug in coil */
+};
 
 /* Errors are values: a failing function fills an Err and returns false (or -1).
  * The first error wins; later ones are dropped so the root cause is reported. */

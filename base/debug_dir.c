@@ -96,7 +96,7 @@ DebugDir *debug_dir_open(const char *graph_name)
     Err e = {0};
     DebugDir *d = calloc(1, sizeof *d);
     if (!d)
-        err_set(&e, ERR_INPUT, "out of memory");
+        err_set(&e, ERR_MEMORY, "out of memory");
     if (!d || !make_dirs(dir, &e) || !claim(d, dir, graph_name, &e)) {
         warn(&e);
         free(d);
@@ -150,7 +150,7 @@ int debug_dir_text(DebugDir *d, const char *stage, const char *ext, char *text)
     stage_path(d, number, stage, ext, path, sizeof path);
     bool ok = text && file_write_atomic(path, text, strlen(text), &e);
     if (!text)
-        err_set(&e, ERR_INPUT, "out of memory writing %s", path);
+        err_set(&e, ERR_MEMORY, "out of memory writing %s", path);
     free(text);
     return finish(d, number, ok, &e, t0);
 }

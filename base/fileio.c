@@ -39,7 +39,7 @@ bool atomic_open(AtomicFile *af, const char *path, Err *e)
     }
     af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!af->f) {
-        err_set(e, ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        err_set(e, ERR_IO, "%s: cannot write: %s", path, strerror(errno));
         if (fd >= 0) {
             close(fd);
             unlink(af->tmp);
@@ -77,7 +77,7 @@ bool atomic_close(AtomicFile *af, bool written, Err *e)
         ok = false, err = errno;
     if (!ok) {
         unlink(af->tmp);
-        err_set(e, ERR_INPUT, "%s: cannot write: %s (nothing was written: the file, if it "
+        err_set(e, ERR_IO, "%s: cannot write: %s (nothing was written: the file, if it "
                 "existed, is as it was)", af->path, strerror(err ? err : EIO));
         return false;
     }

@@ -166,7 +166,7 @@ static Graph *compile(const char *path, const char *text, size_t len, const FeOp
     Loader ld = {.prog = &prog};
     Graph *g = NULL;
     if (!prog.arena || !prog.diags) {
-        err_set(e, ERR_INPUT, "out of memory starting the frontend");
+        err_set(e, ERR_MEMORY, "out of memory starting the frontend");
         goto done;
     }
     parse_text(&ld, "<prelude>", coil_prelude, strlen(coil_prelude), true);

@@ -16,6 +16,9 @@ typedef struct ModelOptions {
 /* Load by extension: .cir -> ir_parse_file, .coil -> coil_frontend_load. A missing
  * file is "FILE: cannot open: REASON"; an unknown extension is an ERR_INPUT error. */
 Graph *model_load(const char *path, const ModelOptions *opt, Err *e);
+/* g as a loader returned it; when it failed with an error located in the model's text
+ * ("FILE:LINE:COL: error: ..."), that error becomes ERR_SYNTAX. */
+Graph *model_text_fault(Graph *g, Err *e);
 
 /* The value of override `name` (the last one given wins), or NULL. */
 const char *model_option(const ModelOptions *opt, const char *name);

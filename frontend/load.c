@@ -37,6 +37,13 @@ const char *model_option(const ModelOptions *opt, const char *name)
     return value;
 }
 
+Graph *model_text_fault(Graph *g, Err *e)
+{
+    if (!g && e->code == ERR_INPUT && strstr(e->msg, ": error: "))
+        e->code = ERR_SYNTAX;
+    return g;
+}
+
 Graph *model_load(const char *path, const ModelOptions *opt, Err *e)
 {
     FILE *f = fopen(path, "rb");
@@ -45,22 +52,22 @@ Graph *model_load(const char *path, const ModelOptions *opt, Err *e)
     if (f)
         fclose(f);
     if (why) {
-        err_set(e, ERR_INPUT, "%s: cannot open: %s", path, strerror(why));
+        err_set(e, ERR_FILE, "%s: cannot open: %s", path, strerror(why));
         return NULL;
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const char *ext = strrchr(base, '.') ? strrchr(base, '.') : "";
     for (size_t i = 0; i < sizeof model_formats / sizeof model_formats[0]; i++)
         if (strcmp(ext, model_formats[i].ext) == 0)
-            return model_formats[i].load(path, opt, e);
+            return model_text_fault(model_formats[i].load(path, opt, e), e);
 #ifndef COIL_HAVE_FRONTEND
     if (strcmp(ext, ".coil") == 0) {
-        err_set(e, ERR_INPUT, "%s: this build of coil has no .coil frontend yet; give an IR "
+        err_set(e, ERR_UNSUPPORTED, "%s: this build of coil has no .coil frontend yet; give an IR "
                 "file (.cir)", path);
         return NULL;
     }
 #endif
-    err_set(e, ERR_INPUT, "%s: unknown model format '%s': expected a .cir (IR text) or .coil "
+    err_set(e, ERR_UNSUPPORTED, "%s: unknown model format '%s': expected a .cir (IR text) or .coil "
             "(model) file", path, ext);
     return NULL;
 }

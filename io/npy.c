@@ -261,7 +261,7 @@ static bool read_header(FILE *f, const char *path, NpyHeader *h, long *data_at, 
     }
     char *text = malloc(hlen ? hlen : 1);
     if (!text) {
-        err_set(e, ERR_INPUT, "%s: out of memory reading the header", path);
+        err_set(e, ERR_MEMORY, "%s: out of memory reading the header", path);
         return false;
     }
     size_t got = fread(text, 1, hlen, f);
@@ -306,7 +306,7 @@ bool npy_read(const char *path, Tensor *t, Err *e)
     memset(t, 0, sizeof *t);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        err_set(e, ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+        err_set(e, ERR_FILE, "%s: cannot open: %s", path, strerror(errno));
         return false;
     }
     struct stat st;

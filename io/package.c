@@ -84,7 +84,7 @@ static bool put_text(const char *dir, const char *file, char *text, FileList *ou
 {
     if (!text) {
         if (err_ok(e))
-            err_set(e, ERR_INPUT, "out of memory writing %s/%s", dir, file);
+            err_set(e, ERR_MEMORY, "out of memory writing %s/%s", dir, file);
         return false;
     }
     bool ok = put_bytes(dir, file, text, strlen(text), out, e);
@@ -152,7 +152,7 @@ static char *plan_json(const Program *p, const SymBind *sb, Err *e)
     plan_free(&mp);
     char *json = text_take(&t);
     if (!json)
-        err_set(e, ERR_INPUT, "out of memory writing the plan");
+        err_set(e, ERR_MEMORY, "out of memory writing the plan");
     return json;
 }
 
@@ -193,7 +193,7 @@ static bool put_manifest(const char *dir, char *text, Err *e)
     char path[4096];
     path_in(path, sizeof path, dir, MANIFEST);
     bool ok = text ? file_write_atomic(path, text, strlen(text), e)
-                   : (err_set(e, ERR_INPUT, "out of memory writing %s", path), false);
+                   : (err_set(e, ERR_MEMORY, "out of memory writing %s", path), false);
     free(text);
     return ok;
 }
@@ -296,7 +296,7 @@ static char *read_file(const char *path, size_t *len, Err *e)
     if (f)
         fclose(f);
     if (!ok) {
-        err_set(e, ERR_INPUT, "%s: cannot read: %s", path, f ? "read error" : strerror(errno));
+        err_set(e, ERR_FILE, "%s: cannot read: %s", path, f ? "read error" : strerror(errno));
         free(buf);
         return NULL;
     }
@@ -573,7 +573,7 @@ static bool same_program(const char *dir, const Manifest *m, const Program *p, E
 {
     char *text = loop_print(p), hex[SHA256_HEX];
     if (!text) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
     sha256_of(text, strlen(text), hex);

@@ -188,7 +188,7 @@ static bool check_tiling(const StFile *f, const char *what, Err *e)
 {
     StEntry **order = malloc((size_t)(f->nentry ? f->nentry : 1) * sizeof *order);
     if (!order) {
-        err_set(e, ERR_INPUT, "%s: out of memory", what);
+        err_set(e, ERR_MEMORY, "%s: out of memory", what);
         return false;
     }
     for (int i = 0; i < f->nentry; i++)
@@ -247,7 +247,7 @@ bool safetensors_parse(uint8_t *bytes, size_t n, const char *what, StFile *f, Er
         hlen = hlen << 8 | bytes[i];
     bool ok = false;
     if (!f->arena)
-        err_set(e, ERR_INPUT, "%s: out of memory", what);
+        err_set(e, ERR_MEMORY, "%s: out of memory", what);
     else if (n < 8)
         err_set(e, ERR_INPUT, "%s: %zu bytes is too short for a safetensors file (8-byte header length)",
                 what, n);
@@ -273,7 +273,7 @@ bool safetensors_read(const char *path, StFile *f, Err *e)
     FILE *fp = fopen(path, "rb");
     struct stat st;
     if (!fp || fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        err_set(e, ERR_INPUT, "%s: cannot open the weights file (%s)", path,
+        err_set(e, ERR_FILE, "%s: cannot open the weights file (%s)", path,
                 fp ? "not a regular file" : "missing or unreadable");
         if (fp)
             fclose(fp);
@@ -285,7 +285,7 @@ bool safetensors_read(const char *path, StFile *f, Err *e)
     fclose(fp);
     if (!ok) {
         free(bytes);
-        err_set(e, ERR_INPUT, "%s: cannot read %zu bytes (%s)", path, n, bytes ? "read error" : "out of memory");
+        err_set(e, ERR_MEMORY, "%s: cannot read %zu bytes (%s)", path, n, bytes ? "read error" : "out of memory");
         return false;
     }
     return safetensors_parse(bytes, n, path, f, e);
@@ -450,7 +450,7 @@ static bool bind(const Graph *g, const char *path, bool round_f32, Tensor *param
     Msg shapes = {.n = 0};
     bool ok = binding_alloc(&b, g, &f);
     if (!ok)
-        err_set(e, ERR_INPUT, "%s: out of memory binding parameters", path);
+        err_set(e, ERR_MEMORY, "%s: out of memory binding parameters", path);
     else
         match_names(g, &f, &b, &shapes);
     if (ok && (b.nmissing || b.nunexpected || b.nbad)) {
@@ -556,7 +556,7 @@ bool safetensors_write(const char *path, const char *const *names, const Tensor 
     if (ok)
         ok = atomic_close(&af, write_stream(af.f, hdr, hlen, tensors, n), e);
     else if (!hdr)
-        err_set(e, ERR_INPUT, "%s: out of memory writing the header", path);
+        err_set(e, ERR_MEMORY, "%s: out of memory writing the header", path);
     free(hdr);
     return ok;
 }

@@ -107,7 +107,7 @@ static bool keep_outputs(const Graph *g, const ITensor *val, ITensor *kept, Err 
         if (!kept[i].d) {
             while (i-- > 0)
                 free(kept[i].d);
-            err_set(e, ERR_INPUT, "out of memory keeping the outputs");
+            err_set(e, ERR_MEMORY, "out of memory keeping the outputs");
             return false;
         }
         memcpy(kept[i].d, val[g->output[i]].d, (size_t)kept[i].n * sizeof(double));
@@ -154,7 +154,7 @@ static bool run_graph(const Graph *g, uint64_t step, const Tensor *inputs, const
     }
     ok = ok && keep_outputs(g, val, kept, e);
     if (!val || !last)
-        err_set(e, ERR_INPUT, "out of memory starting the interpreter");
+        err_set(e, ERR_MEMORY, "out of memory starting the interpreter");
     for (int i = 0; val && i < g->nnode; i++)
         free(val[i].d);
     free(val);
@@ -184,7 +184,7 @@ bool interp_run_at(const Graph *g, uint64_t step, const Tensor *inputs, const Te
     for (int i = 0; kept && i < g->noutput; i++)
         free(kept[i].d);
     if (!kept)
-        err_set(e, ERR_INPUT, "out of memory starting the interpreter");
+        err_set(e, ERR_MEMORY, "out of memory starting the interpreter");
     free(kept);
     return ok;
 }

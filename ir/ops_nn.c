@@ -385,7 +385,7 @@ bool eval_attention(const Node *n, const ITensor *in, ITensor *out, Err *e)
         nbatch *= out->shape[i];
     double scale = attention_scale(n, d), *score = malloc(sizeof(double) * (size_t)(nkey + 1));
     if (!score) {
-        err_set(e, ERR_INPUT, "attention: out of memory for %lld scores", (long long)nkey);
+        err_set(e, ERR_MEMORY, "attention: out of memory for %lld scores", (long long)nkey);
         return false;
     }
     bool causal = node_int(n, "causal") != 0;

@@ -809,7 +809,7 @@ Graph *ir_parse_file(const char *path, Err *e)
     fclose(f);
     Graph *g = NULL;
     if (bad)
-        err_set(e, ERR_INPUT, "%s: cannot read: %s", path, saved ? strerror(saved) : "out of memory");
+        err_set(e, ERR_MEMORY, "%s: cannot read: %s", path, saved ? strerror(saved) : "out of memory");
     else
         g = ir_parse(buf, n, path, e);
     free(buf);

@@ -13,7 +13,7 @@ bool tensor_mismatch(const Graph *g, const char *what, const char *name, const T
     type_fmt(g, want, tw, sizeof tw);
     tensor_fmt(got, tg, sizeof tg);
     if (dim < 0)
-        err_set(e, ERR_INPUT, "%s '%s': expected %s, got %s", what, name, tw, tg);
+        err_set(e, ERR_SHAPE, "%s '%s': expected %s, got %s", what, name, tw, tg);
     else
         err_set(e, ERR_INPUT, "%s '%s': expected %s, got %s (dimension %d disagrees)", what, name,
                 tw, tg, dim);
@@ -72,7 +72,7 @@ bool check_param_tensors(const Graph *g, const Tensor *params, const SymBind *sb
     int nparam = graph_params(g, NULL);
     int *ids = malloc(((size_t)nparam + 1) * sizeof *ids);
     if (!ids) {
-        err_set(e, ERR_INPUT, "out of memory checking %d parameters", nparam);
+        err_set(e, ERR_MEMORY, "out of memory checking %d parameters", nparam);
         return false;
     }
     graph_params(g, ids);
@@ -86,7 +86,7 @@ bool check_param_tensors(const Graph *g, const Tensor *params, const SymBind *sb
             ok = params[i].shape[d] == dims[d];
         if (!ok) {
             char tw[256], tg[256];
-            err_set(e, ERR_INPUT, "parameter '%s': expected %s, got %s", node_name(n),
+            err_set(e, ERR_SHAPE, "parameter '%s': expected %s, got %s", node_name(n),
                     type_fmt(g, &n->type, tw, sizeof tw), tensor_fmt(&params[i], tg, sizeof tg));
         }
     }

@@ -52,7 +52,7 @@ bool graph_node_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
     ITensor *in = calloc((size_t)g->nnode + 1, sizeof *in); /* no node has more operands */
     bool ok = shape && in;
     if (!ok)
-        err_set(e, ERR_INPUT, "out of memory counting FLOPs");
+        err_set(e, ERR_MEMORY, "out of memory counting FLOPs");
     for (int i = 0; ok && i < g->nnode; i++) {
         const Node *n = &g->node[i];
         if (!(ok = shape_of(g, i, sb ? sb : &none, &shape[i], e)))
@@ -71,7 +71,7 @@ bool graph_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
     double *per_node = malloc(((size_t)g->nnode + 1) * sizeof *per_node), total = 0;
     bool ok = per_node && graph_node_flops(g, sb, per_node, e);
     if (!per_node)
-        err_set(e, ERR_INPUT, "out of memory counting FLOPs");
+        err_set(e, ERR_MEMORY, "out of memory counting FLOPs");
     for (int i = 0; ok && i < g->nnode; i++)
         total += per_node[i];
     free(per_node);
@@ -181,7 +181,7 @@ char *model_summary(const Graph *g, const SymBind *sb, Err *e)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        err_set(e, ERR_INPUT, "out of memory writing the model summary");
+        err_set(e, ERR_MEMORY, "out of memory writing the model summary");
         return NULL;
     }
     fprintf(f, "model %s\n", g->name ? g->name : "(unnamed)");
@@ -200,7 +200,7 @@ char *model_param_list(const Graph *g, Err *e)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        err_set(e, ERR_INPUT, "out of memory listing parameters");
+        err_set(e, ERR_MEMORY, "out of memory listing parameters");
         return NULL;
     }
     for (int i = 0; i < g->nnode; i++) {

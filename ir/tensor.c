@@ -43,7 +43,7 @@ bool tensor_alloc(Tensor *t, DType dt, int rank, const int64_t *shape, Err *e)
     if (t->data)
         memset(t->data, 0, padded ? padded : 64);
     if (!t->data) {
-        err_set(e, ERR_INPUT, "out of memory allocating a tensor of %zu bytes", bytes);
+        err_set(e, ERR_MEMORY, "out of memory allocating a tensor of %zu bytes", bytes);
         return false;
     }
     return true;

@@ -45,7 +45,7 @@ Program *fuse_and_lower(const Graph *g, const LowerOptions *o, Err *e)
     Program *p = NULL;
     double t0 = clock_seconds(), fuse_s = 0;
     if (!force) {
-        err_set(e, ERR_INPUT, "lowering: out of memory");
+        err_set(e, ERR_MEMORY, "lowering: out of memory");
         return NULL;
     }
     /* each plan splits off at least one node, so there are at most nnode + 1 plans */
@@ -53,7 +53,7 @@ Program *fuse_and_lower(const Graph *g, const LowerOptions *o, Err *e)
     for (int nretry = 1; !p && nretry && err_ok(e) && tries <= g->nnode; tries++)
         p = plan_and_lower(g, force, o, &nretry, &fuse_s, e);
     if (!p && err_ok(e))
-        err_set(e, ERR_INPUT, "lowering: graph '%s' found no plan to lower", g->name);
+        err_set(e, ERR_INTERNAL, "lowering: graph '%s' found no plan to lower", g->name);
     free(force);
     if (o && o->fuse_s)
         *o->fuse_s = fuse_s;

@@ -68,7 +68,7 @@ static bool device_here(const Device *dev, Err *e)
     const char *why;
     if (device_available(dev, &why))
         return true;
-    err_set(e, ERR_INPUT, "cannot compile for %s: %s", dev->name, why);
+    err_set(e, dev->ops ? ERR_DEVICE : ERR_UNSUPPORTED, "cannot compile for %s: %s", dev->name, why);
     return false;
 }
 
@@ -130,7 +130,7 @@ static bool trace_setup(Compiled *c, const CompileOptions *o, Err *e)
     c->trace_prog = trace_program(c->trace, c->p, device, e);
     c->traced_s = calloc((size_t)c->p->nstep + 1, sizeof *c->traced_s);
     if (!c->traced_s && err_ok(e))
-        err_set(e, ERR_INPUT, "out of memory tracing a GPU");
+        err_set(e, ERR_MEMORY, "out of memory tracing a GPU");
     return c->trace_prog >= 0 && c->traced_s;
 }
 
@@ -197,7 +197,7 @@ static Compiled *compile_lowered(Graph *g, const CompileOptions *o, CompileDebug
         graph_free(g);
         compile_debug_free(debug);
         if (err_ok(e))
-            err_set(e, ERR_INPUT, "out of memory compiling a model");
+            err_set(e, ERR_MEMORY, "out of memory compiling a model");
         return NULL;
     }
     c->g = g, c->debug = debug, c->device = dev;

@@ -91,7 +91,7 @@ static bool bind_sizes(const Graph *g, const TrainingStages *t, SymBind *sb, dou
     bool ok = given && init_symbols(g, NULL, given, t->sizes, t->nsizes, 1, sb, e) &&
               graph_flops(g, sb, flops, e);
     if (!given)
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
     free(given);
     return ok;
 }

@@ -244,7 +244,7 @@ bool tune_pad(Graph **g, const SymBind *sb, int multiple, const CompileOptions *
     }
     ok = ok && (!any || padded);
     if (!ok && err_ok(e))
-        err_set(e, ERR_INPUT, "autotune: out of memory deciding the padding");
+        err_set(e, ERR_MEMORY, "autotune: out of memory deciding the padding");
     free(pad);
     tune_cache_free(cache);
     return ok;

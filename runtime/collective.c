@@ -97,7 +97,7 @@ static bool reduce_scatter(Comm *c, char *x, int64_t n, const Elem *el, const ch
     char *in = malloc(((size_t)(n / p) + 1) * el->size);
     bool ok = in != NULL;
     if (!ok)
-        err_set(e, ERR_INPUT, "data-parallel: out of memory in %s", what);
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory in %s", what);
     for (int s = 0; ok && s < p - 1; s++) {
         size_t sb, rb;
         char *out = chunk(x, n, p, mod(r - s - 1, p), el, &sb);
@@ -198,7 +198,7 @@ Comm *comm_open(const World *w, double timeout_s, Err *e)
 {
     Comm *c = calloc(1, sizeof *c);
     if (!c) {
-        err_set(e, ERR_INPUT, "data-parallel: out of memory");
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory");
         return NULL;
     }
     c->w = *w;
@@ -244,7 +244,7 @@ static CommOp *start(Comm *c, CommOp op, Err *e)
 {
     CommOp *o = malloc(sizeof *o);
     if (!o) {
-        err_set(e, ERR_INPUT, "data-parallel: out of memory starting a %s", kind_name[op.kind]);
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory starting a %s", kind_name[op.kind]);
         return NULL;
     }
     *o = op;

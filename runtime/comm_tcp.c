@@ -252,7 +252,7 @@ Ring *ring_connect(const World *w, double timeout_s, Err *e)
     if (ok)
         return r;
     if (!r && err_ok(e))
-        err_set(e, ERR_INPUT, "data-parallel: out of memory");
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory");
     ring_free(r);
     return NULL;
 }

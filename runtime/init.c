@@ -273,7 +273,7 @@ bool init_params(const Graph *g, const SymBind *sb, uint64_t seed, Tensor *param
     int np = graph_params(g, NULL);
     int *ids = malloc(sizeof(int) * (size_t)(np ? np : 1));
     if (!ids) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
     graph_params(g, ids);
@@ -355,7 +355,7 @@ bool init_inputs_part(const Graph *g, const SymBind *sb, uint64_t seed, const bo
 {
     int64_t *bound = malloc(sizeof(int64_t) * (size_t)(g->nnode ? g->nnode : 1));
     if (!bound) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
     index_bounds(g, sb, bound);

@@ -98,7 +98,7 @@ static int64_t lower_bound(const Block *blk, int n, int nstep, Err *e)
 {
     int64_t *delta = calloc((size_t)nstep + 1, sizeof *delta), live = 0, most = 0;
     if (!delta) {
-        err_set(e, ERR_INPUT, "out of memory planning %d temporaries", n);
+        err_set(e, ERR_MEMORY, "out of memory planning %d temporaries", n);
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -247,7 +247,7 @@ bool plan_memory_aligned(const Program *p, const SymBind *sb, int64_t align, Mem
     int64_t *best = malloc((size_t)(n ? n : 1) * sizeof *best);
     bool ok = plan->offset && blk && tmp && best;
     if (!ok)
-        err_set(e, ERR_INPUT, "out of memory planning %d buffers", n);
+        err_set(e, ERR_MEMORY, "out of memory planning %d buffers", n);
     int nblk = 0;
     ok = ok && fixed_bytes(p, sb, plan, e) && temp_blocks(p, sb, align > 0 ? align : PLAN_ALIGN,
                                                           blk, &nblk, e);

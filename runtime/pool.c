@@ -175,7 +175,7 @@ Pool *pool_new(int threads, Err *e)
         p->worker = calloc((size_t)threads, sizeof *p->worker);
     if (!p || !p->worker) {
         free(p);
-        err_set(e, ERR_INPUT, "out of memory creating a thread pool of %d threads", threads);
+        err_set(e, ERR_MEMORY, "out of memory creating a thread pool of %d threads", threads);
         return NULL;
     }
     p->nthreads = threads;
@@ -266,7 +266,7 @@ bool pool_trace_start(Pool *p, int per_thread, Err *e)
         p->tag = -1;
     }
     if (!p->trace || !trace_alloc(p, per_thread > 0 ? per_thread : 1)) {
-        err_set(e, ERR_INPUT, "out of memory for the trace buffers of %d threads", p->nthreads);
+        err_set(e, ERR_MEMORY, "out of memory for the trace buffers of %d threads", p->nthreads);
         return false;
     }
     return true;

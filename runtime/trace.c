@@ -322,7 +322,7 @@ StepTable *step_table_new(const Program *p, Err *e)
     free(scratch);
     if (ok)
         return t;
-    err_set(e, ERR_INPUT, "out of memory naming the steps of a program");
+    err_set(e, ERR_MEMORY, "out of memory naming the steps of a program");
     step_table_free(t);
     return NULL;
 }
@@ -378,7 +378,7 @@ bool step_table_size(StepTable *t, const SymBind *sb, Err *e)
     int *seen = malloc(((size_t)p->nbuf + 1) * sizeof *seen);
     bool ok = flops && seen && graph_node_flops(p->graph, sb, flops, e);
     if (!flops || !seen)
-        err_set(e, ERR_INPUT, "out of memory counting the steps' FLOPs");
+        err_set(e, ERR_MEMORY, "out of memory counting the steps' FLOPs");
     for (int b = 0; seen && b < p->nbuf; b++)
         seen[b] = -1;
     for (int s = 0; ok && s < p->nstep; s++) {
@@ -431,7 +431,7 @@ Trace *trace_new(Err *e)
 {
     Trace *t = calloc(1, sizeof *t);
     if (!t) {
-        err_set(e, ERR_INPUT, "out of memory starting a trace");
+        err_set(e, ERR_MEMORY, "out of memory starting a trace");
         return NULL;
     }
     t->origin = clock_seconds();
@@ -455,7 +455,7 @@ int trace_program(Trace *t, const Program *p, const char *device, Err *e)
 {
     Traced *grown = realloc(t->prog, ((size_t)t->nprog + 1) * sizeof *grown);
     if (!grown) {
-        err_set(e, ERR_INPUT, "out of memory tracing a program");
+        err_set(e, ERR_MEMORY, "out of memory tracing a program");
         return -1;
     }
     t->prog = grown;
@@ -465,7 +465,7 @@ int trace_program(Trace *t, const Program *p, const char *device, Err *e)
         step_table_free(tp->steps);
         free(tp->device);
         if (err_ok(e))
-            err_set(e, ERR_INPUT, "out of memory tracing a program");
+            err_set(e, ERR_MEMORY, "out of memory tracing a program");
         return -1;
     }
     return t->nprog++;

@@ -18,7 +18,7 @@ static bool tune_model(const Prepared *r, const Args *a, int threads, TuneReport
     for (int i = 0; ok && i < r->g->noutput; i++)
         tensor_free(&outputs[i]);
     if (c && !outputs && err_ok(e))
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
     free(outputs);
     compiled_free(c);
     return ok;

@@ -77,7 +77,7 @@ static bool time_runs(Compiled *c, const Prepared *r, Figures *f, Err *e)
         EngineReport rep = compiled_report(c);
         f->gpu = rep.gpu, f->gemms = rep.cpu;
     } else if (err_ok(e)) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
     }
     free(outputs);
     free(t);
@@ -261,7 +261,7 @@ static bool collect_profile(const Compiled *c, const Figures *f, Profile *pr, Er
     pr->row = calloc((size_t)n + 1, sizeof *pr->row);
     if (!pr->steps || !pr->row || !sb || !step_table_size(pr->steps, sb, e)) {
         if (err_ok(e))
-            err_set(e, ERR_INPUT, "out of memory profiling");
+            err_set(e, ERR_MEMORY, "out of memory profiling");
         return false;
     }
     for (int s = 0; s < n; s++) {

@@ -31,7 +31,7 @@ static bool alloc_tables(Prepared *r, Err *e)
     r->params = calloc((size_t)np, sizeof(Tensor));
     if (r->inputs && r->given && r->params)
         return true;
-    err_set(e, ERR_INPUT, "out of memory");
+    err_set(e, ERR_MEMORY, "out of memory");
     return false;
 }
 

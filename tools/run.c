@@ -270,7 +270,7 @@ int cmd_run(const Command *cmd, Args *a, int argc, char **argv)
     else if (ok && !a->json)
         print_outputs(r.g, o.outputs), print_timing(&o);
     else if (!ok && err_ok(&e))
-        err_set(&e, ERR_INPUT, "out of memory");
+        err_set(&e, ERR_MEMORY, "out of memory");
     rc = ok ? EXIT_OK : cli_fail(&e);
     for (int i = 0; o.outputs && i < r.g->noutput; i++)
         tensor_free(&o.outputs[i]);

@@ -101,7 +101,7 @@ static bool map_file(Loader *l, const char *path, Err *e)
     if (fd < 0 || fstat(fd, &st) != 0) {
         if (fd >= 0)
             close(fd);
-        err_set(e, ERR_INPUT, "%s: cannot read the token file", path);
+        err_set(e, ERR_FILE, "%s: cannot read the token file", path);
         return false;
     }
     l->bytes = (size_t)st.st_size;
@@ -132,7 +132,7 @@ static Loader *loader_new(int64_t B, uint64_t seed, uint64_t first, int depth, D
 {
     Loader *l = calloc(1, sizeof *l);
     if (!l) {
-        err_set(e, ERR_INPUT, "out of memory starting a data loader");
+        err_set(e, ERR_MEMORY, "out of memory starting a data loader");
         return NULL;
     }
     int parts = shard.parts > 0 ? shard.parts : 1;

@@ -30,7 +30,7 @@ DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDt
 {
     DataParallel *dp = calloc(1, sizeof *dp);
     if (!dp) {
-        err_set(e, ERR_INPUT, "data-parallel: out of memory");
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory");
         return NULL;
     }
     dp->bucket_bytes = (bucket_mb > 0 ? bucket_mb : 25) * 1048576.0;
@@ -85,7 +85,7 @@ static bool plan_buckets(DataParallel *dp, const Tensor *grads, int n, Err *e)
         dp->nbucket += ok;
     }
     if (!ok)
-        err_set(e, ERR_INPUT, "data-parallel: out of memory for the gradients' buckets");
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory for the gradients' buckets");
     return ok;
 }
 

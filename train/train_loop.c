@@ -133,7 +133,7 @@ static bool on_device(Run *r, Err *e)
         return true;
     r->fetch = calloc((size_t)r->joint->noutput + 1, sizeof *r->fetch);
     if (!r->fetch) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
     r->fetch[0] = true;
@@ -194,7 +194,7 @@ static bool weights_finite(const Run *r, Err *e)
         ok = check_finite(r->params, names, r->nparam, r->o->weights, "training from it would "
                           "only skip steps; give finite weights", e);
     } else
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
     free(ids), free(names);
     return ok;
 }
@@ -213,7 +213,7 @@ static bool setup(Run *r, const Graph *model, Err *e)
     r->outputs = calloc((size_t)g->noutput + 1, sizeof *r->outputs);
     r->accum = calloc((size_t)r->nparam + 1, sizeof *r->accum);
     if (!r->inputs || !r->given || !r->params || !r->outputs || !r->accum) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
     r->targets_at = input_named(g, "targets");
@@ -286,7 +286,7 @@ static bool save_checkpoint(Run *r, Err *e)
                           "checkpoint", e) &&
              safetensors_write_sealed(path, names, t, n, key, val, r->scale_at >= 0 ? 7 : 5, e);
     } else
-        err_set(e, ERR_INPUT, "out of memory writing a checkpoint");
+        err_set(e, ERR_MEMORY, "out of memory writing a checkpoint");
     free(names), free(t), free(ids);
     return ok;
 }
@@ -447,7 +447,7 @@ static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *
     if (ok)
         graph_params(r->joint, ids);
     else
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
     for (int i = 0; ok && i < r->nparam; i++)
         ok = restore(f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], used, e);
     for (int i = 0; ok && same_opt && i < optim_state_count(r->opt); i++) {

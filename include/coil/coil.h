@@ -47,13 +47,22 @@ COIL_API const char *coil_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
-/* The codes of the `coil` command's exit statuses. */
+/* What kind of failure it was (coil_error.code). The `coil` command exits with 2 for
+ * COIL_ERR_USAGE and 1 for every other. */
 enum {
     COIL_OK = 0,
-    COIL_ERR_INPUT = 1, /* bad input: a missing or malformed file, a tensor of the wrong
-                           dtype or shape, a model that fails to compile, out of memory */
-    COIL_ERR_USAGE = 2, /* the API misused: NULL arguments, wrong counts or indices,
-                           running before every parameter has a value */
+    COIL_ERR_INPUT = 1,       /* bad input not classified below (a malformed weights file,
+                                 a config override the model lacks, ...) */
+    COIL_ERR_USAGE = 2,       /* the API misused: NULL arguments, wrong counts or indices,
+                                 running before every parameter has a value */
+    COIL_ERR_FILE = 3,        /* a file missing or unreadable */
+    COIL_ERR_SYNTAX = 4,      /* the model's text is wrong: FILE:LINE:COL in the message */
+    COIL_ERR_SHAPE = 5,       /* an input or parameter of the wrong dtype or shape */
+    COIL_ERR_UNSUPPORTED = 6, /* not supported (yet, or by this build of coil) */
+    COIL_ERR_DEVICE = 7,      /* the device asked for is missing or failed */
+    COIL_ERR_MEMORY = 8,      /* out of memory */
+    COIL_ERR_IO = 9,          /* a write failed */
+    COIL_ERR_INTERNAL = 10,   /* a bug in coil: please report it with the message */
 };
 
 /* Owned by the caller (a local variable is fine). The message says where (file:line:col,
@@ -123,8 +132,8 @@ typedef struct coil_options {
  * package directory that `coil compile` wrote, whose manifest and files are checked now
  * and whose kernels the first coil_run loads without compiling (milliseconds; the device
  * must be the package's). The model is verified; on failure NULL with the message (a
- * missing file is COIL_ERR_INPUT and names it; a compile error gives FILE:LINE:COL).
- * Overrides are an error for .cir and for packages. */
+ * missing file is COIL_ERR_FILE and names it; an error in its text is COIL_ERR_SYNTAX at
+ * FILE:LINE:COL). Overrides are an error for .cir and for packages. */
 COIL_API coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err);
 
 /* The same from text in memory (len bytes, no terminator needed). name stands for the

@@ -26,7 +26,9 @@ _BF16 = 2
 
 
 class Error(Exception):
-    """A coil failure: .code (1: bad input, 2: the API misused) and coil's message."""
+    """A coil failure: .code (coil.h's COIL_ERR_*: 1 bad input, 2 the API misused, 3 a
+    file, 4 the model's text, 5 a shape, 6 unsupported, 7 the device, 8 memory, 9 a write,
+    10 a bug in coil) and coil's located message."""
 
     def __init__(self, code, message):
         super().__init__(message)

@@ -62,7 +62,7 @@ class CoilTest(unittest.TestCase):
         with self.assertRaises(coil.Error) as e:
             coil.load("/no/such/model.coil")
         self.assertIn("/no/such/model.coil", str(e.exception))
-        self.assertEqual(e.exception.code, 1)
+        self.assertEqual(e.exception.code, 3)  # COIL_ERR_FILE
         with self.assertRaises(coil.Error) as e:
             coil.compile("model M(x: f32[B]) -> (y: f32[B]) {\n  return nosuch(x)\n}\n")
         self.assertRegex(str(e.exception), r"model\.coil:2:\d+")

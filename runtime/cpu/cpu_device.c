@@ -40,7 +40,7 @@ static Engine *engine_over(const Program *p, CpuModule *m, const EngineRequest *
         free(fns);
         free(tiles);
         llvm->free(m);
-        err_set(e, ERR_INPUT, "out of memory creating the engine");
+        err_set(e, ERR_MEMORY, "out of memory creating the engine");
         return NULL;
     }
     for (int k = 0; fns && k < p->nkernel; k++)

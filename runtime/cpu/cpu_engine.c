@@ -88,7 +88,7 @@ static bool check_program(const Program *p, int nparam, Err *e)
             err_set(e, ERR_INPUT, "program step %d: kernel %d is out of range", s, k);
     }
     if (!has_output)
-        err_set(e, ERR_INPUT, "out of memory checking a program");
+        err_set(e, ERR_MEMORY, "out of memory checking a program");
     free(has_output);
     return ok;
 }
@@ -107,7 +107,7 @@ static bool bind_consts(Engine *en, Err *e)
         }
         en->consts[b] = alloc_aligned(buf->numel.k * dtype_info[buf->dt].size);
         if (!en->consts[b]) {
-            err_set(e, ERR_INPUT, "out of memory for constant '%s'", buf->name);
+            err_set(e, ERR_MEMORY, "out of memory for constant '%s'", buf->name);
             return false;
         }
         for (int64_t i = 0; i < buf->numel.k; i++)
@@ -160,7 +160,7 @@ static bool alloc_tables(Engine *en, const EngineOptions *o, Err *e)
     bool tiles_ok = !(o->tiles && o->uk) || en->tiles;
     if (!en->dts || !en->bufs || !en->consts || !en->cfg || !en->heavy || !en->range_buf ||
         !en->skip || (o->fns && !en->fns) || !tiles_ok || (o->profile && !en->step_s)) {
-        err_set(e, ERR_INPUT, "out of memory creating an engine for %d buffers", p->nbuf);
+        err_set(e, ERR_MEMORY, "out of memory creating an engine for %d buffers", p->nbuf);
         return false;
     }
     for (int b = 0; b < p->nbuf; b++)
@@ -182,7 +182,7 @@ Engine *engine_new(const Program *p, const EngineOptions *o, Err *e)
     if (!en) {
         if (o->free_code)
             o->free_code(o->code);
-        err_set(e, ERR_INPUT, "out of memory creating an engine");
+        err_set(e, ERR_MEMORY, "out of memory creating an engine");
         return NULL;
     }
     en->p = p, en->code = o->code, en->free_code = o->free_code;
@@ -282,7 +282,7 @@ static bool ensure_plan(Engine *en, const SymBind *sb, Err *e)
         free(en->arena);
         en->arena_cap = 0;
         if (!(en->arena = alloc_aligned(en->plan.arena_bytes))) {
-            err_set(e, ERR_INPUT, "out of memory: the memory plan needs %lld bytes of temporaries",
+            err_set(e, ERR_MEMORY, "out of memory: the memory plan needs %lld bytes of temporaries",
                     (long long)en->plan.arena_bytes);
             plan_free(&en->plan);
             return false;

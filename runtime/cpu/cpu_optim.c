@@ -84,7 +84,7 @@ Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, E
     free(ids);
     if (!ok) {
         if (err_ok(e))
-            err_set(e, ERR_INPUT, "optimizer: out of memory for its state");
+            err_set(e, ERR_MEMORY, "optimizer: out of memory for its state");
         optim_free(o);
         return NULL;
     }

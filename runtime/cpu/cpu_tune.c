@@ -231,7 +231,7 @@ static bool cpu_search(void *ctx, int s, const TuneSpace *sp, const TuneBudget *
     *res = (TuneResult){0};
     bool ok = collect(&r, engine_symbols(t->en));
     if (!ok)
-        err_set(e, ERR_INPUT, "autotune: out of memory copying step %d's buffers", s);
+        err_set(e, ERR_MEMORY, "autotune: out of memory copying step %d's buffers", s);
     ok = ok && tune_descend(sp, measure, &r, 2, res, e);
     for (int w = 0; w < r.nw; w++) /* as before the step: it runs once more, chosen */
         memcpy(engine_buffer(t->en, r.w[w]), r.saved[w], r.bytes[w]);

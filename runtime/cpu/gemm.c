@@ -235,7 +235,7 @@ static bool alloc_panels(Mat *m[3], Err *e)
         size_t n = (size_t)(m[i]->rows * m[i]->cols);
         m[i]->panel = malloc((n ? n : 1) * sizeof(float));
         if (!m[i]->panel) {
-            err_set(e, ERR_INPUT, "gemm: out of memory for a %lld x %lld f32 panel",
+            err_set(e, ERR_MEMORY, "gemm: out of memory for a %lld x %lld f32 panel",
                     (long long)m[i]->rows, (long long)m[i]->cols);
             return false;
         }

@@ -505,7 +505,7 @@ bool gemm_tiled_run(const Gemm *g, void *const *bufs, const DType *dts, const Sy
         return true;
     pool_parallel_for(pool, j.split_rows ? j.rtiles : j.ntiles, 1, run_chunk, &j);
     if (atomic_load(&j.failed)) {
-        err_set(e, ERR_INPUT, "gemm_tiled: out of memory for the per-thread tile buffers");
+        err_set(e, ERR_MEMORY, "gemm_tiled: out of memory for the per-thread tile buffers");
         return false;
     }
     return true;

@@ -67,7 +67,7 @@ static bool alloc_tables(CudaEngine *en, Err *e)
     if (!en->fn || !en->attn_fn || !en->param_src || !en->off || !en->addr || !en->gemm || !en->lts ||
         !en->ltp || !en->cfg || !en->vmod || !en->vfn || !en->range_buf || !en->skip ||
         (en->o.profile && (!en->ev || !en->step_s))) {
-        err_set(e, ERR_INPUT, "out of memory creating a CUDA engine for %d buffers", p->nbuf);
+        err_set(e, ERR_MEMORY, "out of memory creating a CUDA engine for %d buffers", p->nbuf);
         return false;
     }
     return true;
@@ -163,7 +163,7 @@ CudaEngine *cuda_engine_new(const Program *p, const CudaEngineOptions *o, Err *e
     }
     CudaEngine *en = calloc(1, sizeof *en);
     if (!en) {
-        err_set(e, ERR_INPUT, "out of memory creating a CUDA engine");
+        err_set(e, ERR_MEMORY, "out of memory creating a CUDA engine");
         return NULL;
     }
     *en = (CudaEngine){.p = p, .o = o ? *o : defaults, .cu = cu, .bl = bl, .params_dirty = true};
@@ -354,7 +354,7 @@ static bool fetch_outputs(CudaEngine *en, Tensor *outputs, const bool *fetch, co
     const Program *p = en->p;
     bool *want = calloc((size_t)p->nbuf + 1, sizeof *want);
     if (!want) {
-        err_set(e, ERR_INPUT, "out of memory");
+        err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
     for (int b = 0; b < p->nbuf; b++)

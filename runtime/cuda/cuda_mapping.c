@@ -348,7 +348,7 @@ char *cuda_engine_source(const Program *p, Err *e)
     char *all = realloc(src, n + h + 1);
     if (!all) {
         free(src);
-        err_set(e, ERR_INPUT, "cuda: out of memory writing the kernels' source");
+        err_set(e, ERR_MEMORY, "cuda: out of memory writing the kernels' source");
         return NULL;
     }
     memcpy(all + n, cuda_helper_source, h + 1);

@@ -54,7 +54,7 @@ bool cuda_place_params(CudaEngine *en, const SymBind *sb, Err *e)
             continue;
         void *host = malloc((size_t)buf_bytes(p, b, sb));
         if (!host) {
-            err_set(e, ERR_INPUT, "out of memory for constant '%s'", buf->name);
+            err_set(e, ERR_MEMORY, "out of memory for constant '%s'", buf->name);
             return false;
         }
         for (int64_t i = 0; i < buf->numel.k; i++)

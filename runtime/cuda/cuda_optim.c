@@ -133,7 +133,7 @@ CudaOptim *cuda_optim_new(CudaEngine *en, const Optimizer *host, const Tensor *p
     }
     CudaOptim *o = calloc(1, sizeof *o);
     if (!o) {
-        err_set(e, ERR_INPUT, "cuda optimizer: out of memory");
+        err_set(e, ERR_MEMORY, "cuda optimizer: out of memory");
         return NULL;
     }
     o->en = en, o->cu = cu, o->c = *optim_config(host), o->first_grad = first_grad;
@@ -154,7 +154,7 @@ CudaOptim *cuda_optim_new(CudaEngine *en, const Optimizer *host, const Tensor *p
         o->rec[i].decay = optim_decays(host, i);
     if (!ok) {
         if (err_ok(e))
-            err_set(e, ERR_INPUT, "cuda optimizer: out of memory");
+            err_set(e, ERR_MEMORY, "cuda optimizer: out of memory");
         cuda_optim_free(o);
         return NULL;
     }

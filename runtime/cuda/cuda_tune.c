@@ -77,10 +77,10 @@ static bool collect(GpuRun *r, Err *e)
              driver_ok(r->cu->cuMemcpyDtoDAsync(r->saved[i], addr(r, r->w[i]), r->bytes[i], r->stream),
                    "cuMemcpyDtoDAsync", e);
         if (ok && !(r->ref[i] = malloc(r->bytes[i] + 1)))
-            ok = false, err_set(e, ERR_INPUT, "autotune: out of memory");
+            ok = false, err_set(e, ERR_MEMORY, "autotune: out of memory");
     }
     if (ok && !(r->got = malloc(most)))
-        ok = false, err_set(e, ERR_INPUT, "autotune: out of memory");
+        ok = false, err_set(e, ERR_MEMORY, "autotune: out of memory");
     return ok;
 }
 
