@@ -419,7 +419,7 @@ static bool exact_range(const Graph *g, int node, const SymBind *sb, ValueRange 
             lo = fmin(lo, val[node].d[k]), hi = fmax(hi, val[node].d[k]);
         *out = val[node].n ? exact(lo, hi) : (ValueRange){.known = true, .empty = true};
     } else if (err_ok(e)) {
-        err_set(e, ERR_INPUT, "out of memory checking the indices of node %d", node);
+        err_set(e, ERR_MEMORY, "out of memory checking the indices of node %d", node);
     }
     for (int i = 0; val && i <= node; i++)
         free(val[i].d);
@@ -542,7 +542,7 @@ bool index_bounds_before(const Program *p, const SymBind *sb, bool *skip, Err *e
     ValueRange *r = malloc(((size_t)g->nnode + 1) * sizeof *r);
     bool ok = need && dep && v && r;
     if (!ok)
-        err_set(e, ERR_INPUT, "out of memory checking the indices of '%s'", g->name);
+        err_set(e, ERR_MEMORY, "out of memory checking the indices of '%s'", g->name);
     for (int i = 0; ok && i < g->nnode; i++)
         if (index_use(g, i, &index, &bound))
             need[index] = true;

@@ -226,7 +226,7 @@ static bool plan_make(const Program *p, int kid, Plan *pl, Err *e)
     bool ok = pl->level && pl->klist && pl->olist && pl->ilist && pl->inner && sec_of && reach &&
               done;
     if (!ok)
-        err_set(e, ERR_INPUT, "out of memory planning kernel '%s'", k->name);
+        err_set(e, ERR_MEMORY, "out of memory planning kernel '%s'", k->name);
     for (int id = 0; ok && id < k->nlx; id++)
         ok = plan_lx(p, pl, id, e);
     ok = ok && plan_sections(k, sec_of, e) && plan_schedule(p, pl, sec_of, reach, done, e);
@@ -484,7 +484,7 @@ static bool eval_kernel(const Program *p, int kid, void *const *bufs, const SymB
     int64_t bad = 0, n = k->nouter > 0 ? dim_value(k->size[0], sb) : 1;
     bool ok = run_planned(p, &pl, bufs, sb->val, 0, n, &bad);
     if (!ok)
-        err_set(e, ERR_INPUT, "out of memory running kernel '%s'", k->name);
+        err_set(e, ERR_MEMORY, "out of memory running kernel '%s'", k->name);
     else if (bad > 0)
         err_set(e, ERR_INPUT, "kernel '%s': %lld stores fell outside their buffer", k->name,
                 (long long)bad);
@@ -605,7 +605,7 @@ static bool eval_gemm(const Program *p, int step, void *const *bufs, const SymBi
     }
     bool ok = panel && row;
     if (!ok)
-        err_set(e, ERR_INPUT, "gemm step %d: out of memory for a %lld x %d panel", step,
+        err_set(e, ERR_MEMORY, "gemm step %d: out of memory for a %lld x %d panel", step,
                 (long long)k, GEMM_NB);
     free(panel);
     free(row);
@@ -663,7 +663,7 @@ static bool eval_attention(const Program *p, int step, void *const *bufs, const 
             attend(a, op, off, i, tk, score);
     }
     if (!score)
-        err_set(e, ERR_INPUT, "attention step %d: out of memory for %lld scores", step,
+        err_set(e, ERR_MEMORY, "attention step %d: out of memory for %lld scores", step,
                 (long long)tk);
     free(score);
     return score != NULL;
@@ -726,7 +726,7 @@ static void *alloc_owned(const Buffer *buf, int64_t numel, Err *e)
     }
     void *d = calloc((size_t)(numel > 0 ? numel : 1), (size_t)dtype_info[buf->dt].size);
     if (!d)
-        err_set(e, ERR_INPUT, "out of memory for buffer '%s' (%lld elements)", buf->name,
+        err_set(e, ERR_MEMORY, "out of memory for buffer '%s' (%lld elements)", buf->name,
                 (long long)numel);
     for (int64_t i = 0; d && buf->kind == BUF_CONST && i < numel; i++)
         dtype_store(buf->dt, d, i, buf->data[i]);
@@ -779,7 +779,7 @@ bool loop_eval_at(const Program *p, uint64_t step, const Tensor *inputs, const T
     void **bufs = calloc((size_t)p->nbuf + 1, sizeof *bufs);
     bool *skip = calloc((size_t)p->nstep + 1, sizeof *skip);
     if (!bufs || !skip)
-        err_set(e, ERR_INPUT, "out of memory binding %d buffers", p->nbuf);
+        err_set(e, ERR_MEMORY, "out of memory binding %d buffers", p->nbuf);
     bool ok = bufs && skip && index_bounds_before(p, &sb, skip, e) &&
               bind_buffers(p, io, count, &sb, bufs, e) && run_steps(p, bufs, &sb, skip, e);
     for (int b = 0; bufs && b < p->nbuf; b++)

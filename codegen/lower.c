@@ -33,7 +33,7 @@ int lower_add_buffer(Lower *L, Buffer b)
     if (nb)
         p->buf = nb;
     if (!holds) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory for %d buffers", p->nbuf);
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory for %d buffers", p->nbuf);
         return -1;
     }
     L->buf_holds = holds;
@@ -47,7 +47,7 @@ int lower_add_kernel(Lower *L, const Kernel *k)
     Program *p = L->p;
     Kernel *nk = grow(p->kernel, &L->cap_kernel, p->nkernel, sizeof *nk);
     if (!nk) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory for %d kernels", p->nkernel);
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory for %d kernels", p->nkernel);
         return -1;
     }
     p->kernel = nk;
@@ -62,7 +62,7 @@ static bool add_step(Lower *L, Step s, const int *a, int na, const int *b, int n
     Program *p = L->p;
     int *node = arena_alloc(p->arena, ((size_t)na + (size_t)nb + 1) * sizeof *node);
     if (!node) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory for step %d's nodes", p->nstep);
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory for step %d's nodes", p->nstep);
         return false;
     }
     int i = 0, j = 0, n = 0;
@@ -71,7 +71,7 @@ static bool add_step(Lower *L, Step s, const int *a, int na, const int *b, int n
     s.node = node, s.nnode = n;
     Step *ns = grow(p->step, &L->cap_step, p->nstep, sizeof *ns);
     if (!ns) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory for %d steps", p->nstep);
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory for %d steps", p->nstep);
         return false;
     }
     p->step = ns;
@@ -121,7 +121,7 @@ void lower_index_check(Lower *L, int ids, Dim bound)
             return;
     IndexCheck *nc = grow(p->check, &L->cap_check, p->ncheck, sizeof *nc);
     if (!nc) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory");
         return;
     }
     p->check = nc;
@@ -268,7 +268,7 @@ static bool guards_init(Lower *L, Guards *gd)
     free(dep);
     free(at);
     if (!ok)
-        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory");
     return ok;
 }
 
@@ -495,7 +495,7 @@ static bool copy_unwritten_outputs(Lower *L)
 {
     bool *stored = calloc((size_t)L->p->nbuf + 1, sizeof *stored);
     if (!stored) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory");
         return false;
     }
     mark_stored(L->p, stored);
@@ -595,7 +595,7 @@ static bool lower_once(Lower *L)
     L->step_of = malloc(((size_t)L->f->ngroup + 1) * sizeof(int));
     if (!L->leaf_buf || !L->node_buf || !L->last_read || !L->out_buf || !L->step_of ||
         !index_plan(L)) {
-        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory");
         return false;
     }
     for (int i = 0; i < n; i++)
@@ -671,7 +671,7 @@ Program *lower_fused(const Graph *g, const Fusion *f, uint8_t *force, int *nretr
     Lower L = {.g = g, .f = f, .p = p, .e = e, .force = force};
     bool ok = p && (p->arena = arena_new()) != NULL;
     if (!ok)
-        err_set(e, ERR_INPUT, "lowering: out of memory");
+        err_set(e, ERR_MEMORY, "lowering: out of memory");
     if (ok) {
         p->graph = g;
         bool built = lower_once(&L);

@@ -136,7 +136,7 @@ bool lower_gemm(Lower *L, int grp, Gemm *out)
     if (ok && (out->c.buf = L->node_buf[m] = new_c(L, m)) >= 0)
         L->buf_holds[out->c.buf] = m;
     if (!ok && !L->nretry && err_ok(L->e))
-        err_set(L->e, ERR_INPUT, "lowering: out of memory lowering a matmul");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory lowering a matmul");
     return ok && out->c.buf >= 0;
 }
 
@@ -154,7 +154,7 @@ int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
     Gen G;
     if (!values_init(&G, L, grp)) {
         values_free(&G);
-        err_set(L->e, ERR_INPUT, "lowering: out of memory");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory");
         return -1;
     }
     for (int d = 0; d < r; d++)
@@ -172,7 +172,7 @@ int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
     values_free(&G);
     if (!ok) {
         if (err_ok(L->e) && !L->nretry)
-            err_set(L->e, ERR_INPUT, "lowering: out of memory lowering an integer matmul");
+            err_set(L->e, ERR_MEMORY, "lowering: out of memory lowering an integer matmul");
         return -1;
     }
     k.name = "contraction";
@@ -215,7 +215,7 @@ bool lower_attention(Lower *L, int grp, Attention *out)
     values_free(&G);
     if (!ok) {
         if (!L->nretry && err_ok(L->e))
-            err_set(L->e, ERR_INPUT, "lowering: out of memory lowering an attention");
+            err_set(L->e, ERR_MEMORY, "lowering: out of memory lowering an attention");
         return false;
     }
     out->nbatch = nb;

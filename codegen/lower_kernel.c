@@ -197,7 +197,7 @@ static bool resolve_buffers(Lower *L, Kernel *k, int step, const int *busy)
     }
     free(dep);
     if (!ok)
-        err_set(L->e, ERR_INPUT, "lowering: out of memory choosing buffers");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory choosing buffers");
     return ok;
 }
 
@@ -317,7 +317,7 @@ int lower_kernel(Lower *L, int grp, KernelCtx *ctx)
             split_phases(&G, built);
     }
     if (!ok && !L->nretry && err_ok(L->e))
-        err_set(L->e, ERR_INPUT, "lowering: out of memory building a kernel");
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory building a kernel");
     values_free(&G);
     if (!ok)
         return -1;

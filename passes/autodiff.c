@@ -117,7 +117,7 @@ Graph *autodiff(const Graph *src, const char *loss_name, Err *e)
         out = live;
     }
     if (!out && err_ok(e))
-        err_set(e, ERR_INPUT, "autodiff: out of memory differentiating @%s", src->name);
+        err_set(e, ERR_MEMORY, "autodiff: out of memory differentiating @%s", src->name);
     free(grad);
     free(need);
     graph_free(g);

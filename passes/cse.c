@@ -156,7 +156,7 @@ Graph *pass_cse(const Graph *g, Err *e)
 {
     Table t;
     if (!table_init(&t, g->nnode)) {
-        err_set(e, ERR_INPUT, "cse: out of memory on graph '%s'", g->name);
+        err_set(e, ERR_MEMORY, "cse: out of memory on graph '%s'", g->name);
         return NULL;
     }
     Rewrite rw;

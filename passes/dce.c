@@ -23,7 +23,7 @@ Graph *pass_dce(const Graph *g, Err *e)
 {
     bool *live = calloc((size_t)g->nnode + 1, sizeof(bool));
     if (!live) {
-        err_set(e, ERR_INPUT, "dce: out of memory on graph '%s'", g->name);
+        err_set(e, ERR_MEMORY, "dce: out of memory on graph '%s'", g->name);
         return NULL;
     }
     mark_live(g, live);

@@ -143,7 +143,7 @@ static bool fold_init(Fold *f, const Graph *g, Err *e)
     f->val = calloc((size_t)g->nnode + 1, sizeof(ITensor));
     f->last = malloc(sizeof(int) * ((size_t)g->nnode + 1));
     if (!f->val || !f->last) {
-        err_set(e, ERR_INPUT, "fold: out of memory on graph '%s'", g->name);
+        err_set(e, ERR_MEMORY, "fold: out of memory on graph '%s'", g->name);
         return false;
     }
     for (int i = 0; i < g->nnode; i++)

@@ -1168,7 +1168,7 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
     bool ok = plan_alloc(&p, f);
     bool *live = ok ? calloc((size_t)g->nnode + 1, sizeof *live) : NULL;
     if (!ok || !live) {
-        err_set(e, ERR_INPUT, "fusion: out of memory on graph '%s'", g->name);
+        err_set(e, ERR_MEMORY, "fusion: out of memory on graph '%s'", g->name);
         free(live);
         plan_free(&p);
         fuse_free(f);
@@ -1183,9 +1183,9 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
         if (is_compute(f->cls[id]))
             ok = decide(&p, id, p.scratch);
     if (!ok && err_ok(e))
-        err_set(e, ERR_INPUT, "fusion: out of memory grouping '%s'", g->name);
+        err_set(e, ERR_MEMORY, "fusion: out of memory grouping '%s'", g->name);
     if (ok && !p.o->off && !(ok = rank_units(&p)))
-        err_set(e, ERR_INPUT, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
+        err_set(e, ERR_MEMORY, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
                 g->name);
     if (ok && !p.o->off) {
         choose_epilogues(&p, p.scratch);
@@ -1193,7 +1193,7 @@ bool fuse_plan(const Graph *g, const FuseOptions *o, Fusion *f, Err *e)
         compact_groups(&p);
     }
     if (ok && !(ok = order_groups(&p)))
-        err_set(e, ERR_INPUT, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
+        err_set(e, ERR_MEMORY, "fusion: out of memory ordering %d groups of '%s'", f->ngroup,
                 g->name);
     if (ok && coil_log_on(LOG_INFO))
         log_summary(&p);

@@ -262,7 +262,7 @@ Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e)
         }
         out = rewrite_end(&r.rw);
     } else if (err_ok(e))
-        err_set(e, ERR_INPUT, "remat: out of memory choosing what to save in @%s", g->name);
+        err_set(e, ERR_MEMORY, "remat: out of memory choosing what to save in @%s", g->name);
     free(recompute);
     free(clone);
     return out;

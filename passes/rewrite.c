@@ -16,7 +16,7 @@ bool rewrite_begin(Rewrite *rw, const Graph *src, Err *e)
         free(rw->map);
         rw->dst = NULL;
         rw->map = NULL;
-        err_set(e, ERR_INPUT, "out of memory starting a pass on graph '%s'", src->name);
+        err_set(e, ERR_MEMORY, "out of memory starting a pass on graph '%s'", src->name);
         return false;
     }
     for (int i = 0; i < src->nnode; i++)
@@ -67,7 +67,7 @@ static bool copy_inputs(Rewrite *rw)
         return true;
     dst->input = malloc(sizeof(int) * (size_t)src->ninput);
     if (!dst->input) {
-        err_set(rw->b.err, ERR_INPUT, "out of memory finishing graph '%s'", src->name);
+        err_set(rw->b.err, ERR_MEMORY, "out of memory finishing graph '%s'", src->name);
         return false;
     }
     dst->cap_input = src->ninput;

@@ -152,7 +152,7 @@ static char *slurp(const char *path, size_t *len, bool *missing, Err *why)
     else if (fstat(fileno(f), &st) != 0 || st.st_size > CACHE_MAX_BYTES)
         err_set(why, ERR_INPUT, "%s: not a file of a cache's size", path);
     else if (!(text = malloc((size_t)st.st_size + 1)))
-        err_set(why, ERR_INPUT, "%s: out of memory", path);
+        err_set(why, ERR_MEMORY, "%s: out of memory", path);
     else {
         *len = fread(text, 1, (size_t)st.st_size, f);
         text[*len] = 0;
@@ -223,7 +223,7 @@ TuneCache *tune_cache_open(const char *path, Err *e)
     else if (own && !usable)
         err_set(e, ERR_USAGE, "autotune cache \"%.64s\": the path is empty or too long", own);
     else
-        err_set(e, ERR_INPUT, "autotune cache %s: out of memory", path ? path : own);
+        err_set(e, ERR_MEMORY, "autotune cache %s: out of memory", path ? path : own);
     c ? tune_cache_free(c) : free(own);
     return NULL;
 }
@@ -282,7 +282,7 @@ static bool write_entries(const TuneCache *c, FILE *f)
 static bool save_locked(TuneCache *c, Err *e)
 {
     if (!merge_file(c)) {
-        err_set(e, ERR_INPUT, "autotune cache %s: out of memory", c->path);
+        err_set(e, ERR_MEMORY, "autotune cache %s: out of memory", c->path);
         return false;
     }
     AtomicFile af;

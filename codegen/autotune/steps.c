@@ -222,7 +222,7 @@ static bool keep_measured(const TuneTarget *t, const TuneOptions *o, int s, cons
     tune_point_text(sp, &res->best, choice, sizeof choice);
     log_search(t, s, sp, res, choice);
     if (o->cache && !tune_cache_put(o->cache, seen->key, choice, res->best_s, res->default_s)) {
-        err_set(e, ERR_INPUT, "autotune: out of memory");
+        err_set(e, ERR_MEMORY, "autotune: out of memory");
         tune_result_free(res);
         return false;
     }
@@ -322,7 +322,7 @@ bool tune_steps(const TuneTarget *t, const TuneOptions *o, Err *e)
         snprintf(o->report->device, sizeof o->report->device, "%s", t->device);
     Seen *seen = calloc((size_t)p->nstep + 1, sizeof *seen);
     if (!seen) {
-        err_set(e, ERR_INPUT, "autotune: out of memory");
+        err_set(e, ERR_MEMORY, "autotune: out of memory");
         return false;
     }
     int total = step_keys(t, seen), done = 0;

@@ -45,7 +45,7 @@ static const TuneTrial *trial(const TuneSpace *sp, TuneResult *r, const TunePoin
         return seen;
     TuneTrial *grown = realloc(r->trial, (size_t)(r->ntrial + 1) * sizeof *grown);
     if (!grown) {
-        err_set(e, ERR_INPUT, "autotune: out of memory");
+        err_set(e, ERR_MEMORY, "autotune: out of memory");
         return NULL;
     }
     r->trial = grown;
@@ -103,7 +103,7 @@ bool tune_descend(const TuneSpace *sp, TuneMeasureFn measure, void *ctx, int max
     Err why = {0};
     r->trial = malloc(sizeof *r->trial);
     if (!r->trial) {
-        err_set(e, ERR_INPUT, "autotune: out of memory");
+        err_set(e, ERR_MEMORY, "autotune: out of memory");
         return false;
     }
     r->ntrial = 1;
@@ -231,7 +231,7 @@ bool tune_time(TuneRunFn run, void *ctx, const TuneBudget *b, double *median, Er
 {
     double warm, *t = malloc((size_t)(b->max_runs > 0 ? b->max_runs : 1) * sizeof *t), total = 0;
     if (!t) {
-        err_set(e, ERR_INPUT, "autotune: out of memory");
+        err_set(e, ERR_MEMORY, "autotune: out of memory");
         return false;
     }
     bool ok = run(ctx, 0, &warm, e);

@@ -227,7 +227,7 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
         LLVMDisposeModule(mod);
     LLVMOrcDisposeThreadSafeContext(tsc);
     if (!m)
-        err_set(e, ERR_INPUT, "cpu: out of memory");
+        err_set(e, ERR_MEMORY, "cpu: out of memory");
     double t1 = clock_seconds();
     int level = t.opt_level;
     ok = ok && lookup_all(m, p, "cpu", t.vec, e); /* materialises: compiles to machine code */
@@ -361,7 +361,7 @@ CpuModule *cpu_load_object(const Program *p, const char *obj_path, Err *e)
               check_object(m, p, obj_path, &vec, e) && lookup_all(m, p, obj_path, vec, e);
     target_free(&t);
     if (!m)
-        err_set(e, ERR_INPUT, "cpu: out of memory");
+        err_set(e, ERR_MEMORY, "cpu: out of memory");
     if (!ok) {
         cpu_free(m);
         return NULL;

@@ -574,7 +574,7 @@ static char *emit_end(Emit *em, Err *e)
     free(em->need);
     char *src = em->need ? text_take(&em->t) : (free(text_take(&em->t)), NULL);
     if (!src)
-        err_set(e, ERR_INPUT, "cuda: out of memory writing the kernels' source");
+        err_set(e, ERR_MEMORY, "cuda: out of memory writing the kernels' source");
     return src;
 }
 
