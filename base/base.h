@@ -71,6 +71,8 @@ typedef struct Text {
 } Text;
 void text_put(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *text_take(Text *t);
+/* The index of s in names[0..n) (an enum's spellings, in its order), or -1. */
+int name_index(const char *const *names, int n, const char *s);
 
 /* ---------------------------------------------------------------- clock (clock.c) */
 

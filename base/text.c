@@ -1,5 +1,6 @@
 /* text.c — a growing string written with printf formats: what printers build their
- * output in (the fusion plan, a package's JSON, generated CUDA C). */
+ * output in (the fusion plan, a package's JSON, generated CUDA C); and the lookup of a
+ * name in an enum's table of spellings. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,4 +40,12 @@ char *text_take(Text *t)
         free(t->s);
     memset(t, 0, sizeof *t);
     return s;
+}
+
+int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (names[i] && strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
 }

@@ -271,12 +271,10 @@ Graph *pass_remat(const Graph *g, RematMode mode, const SymBind *sb, Err *e)
 bool remat_mode_parse(const char *s, RematMode *m)
 {
     static const char *const names[] = {"none", "auto", "full"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *m = (RematMode)i;
-            return true;
-        }
-    return false;
+    int i = name_index(names, 3, s);
+    if (i >= 0)
+        *m = (RematMode)i;
+    return i >= 0;
 }
 
 /* Sizes for a cut made outside training (`coil opt --passes=remat=auto`), where nothing

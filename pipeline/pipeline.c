@@ -38,12 +38,10 @@ static const char *const mode_names[] = {
 
 bool compile_mode_parse(const char *s, CompileMode *m)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, mode_names[i]) == 0) {
-            *m = (CompileMode)i;
-            return true;
-        }
-    return false;
+    int i = name_index(mode_names, 3, s);
+    if (i >= 0)
+        *m = (CompileMode)i;
+    return i >= 0;
 }
 
 const char *compile_mode_name(CompileMode m) { return mode_names[m]; }

@@ -11,12 +11,10 @@ static const char *const bind_names[] = {"none", "cores", "numa"};
 
 bool bind_parse(const char *s, BindMode *m)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, bind_names[i]) == 0) {
-            *m = (BindMode)i;
-            return true;
-        }
-    return false;
+    int i = name_index(bind_names, 3, s);
+    if (i >= 0)
+        *m = (BindMode)i;
+    return i >= 0;
 }
 
 const char *bind_name(BindMode m) { return bind_names[m]; }

@@ -23,7 +23,7 @@ struct DataParallel {
     CommDtype dtype;     /* of the reduction */
     double bucket_bytes;
     Bucket *bucket;      /* made at the first step, for its gradients' sizes */
-    int nbucket, ngrad;
+    int nbucket;
 };
 
 DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDtype dtype, Err *e)
@@ -67,7 +67,6 @@ bool dp_broadcast(DataParallel *dp, Tensor *t, int n, Err *e)
 static bool plan_buckets(DataParallel *dp, const Tensor *grads, int n, Err *e)
 {
     dp->bucket = calloc((size_t)n + 1, sizeof *dp->bucket);
-    dp->ngrad = n;
     bool ok = dp->bucket != NULL;
     for (int i = n - 1; ok && i >= 0;) {
         Bucket *b = &dp->bucket[dp->nbucket];

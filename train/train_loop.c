@@ -462,15 +462,17 @@ static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *
     return ok;
 }
 
-static void checkpoint_path(const Run *r, char *buf, size_t n)
+static void checkpoint_in(const char *dir, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/%s", r->o->save, CHECKPOINT_FILE);
+    snprintf(buf, n, "%s/%s", dir, CHECKPOINT_FILE);
 }
+
+static void checkpoint_path(const Run *r, char *buf, size_t n) { checkpoint_in(r->o->save, buf, n); }
 
 bool train_checkpoint_exists(const char *dir)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
+    checkpoint_in(dir, path, sizeof path);
     return access(path, F_OK) == 0;
 }
 

@@ -136,25 +136,25 @@ class _Owned:
         _lib.coil_tensor_free(ctypes.byref(self.t))
 
 
+def _np_dtype(dt):
+    """The NumPy dtype holding coil_dtype dt (bf16: its bits, as NumPy has no bf16)."""
+    return np.dtype(np.uint16) if dt == _BF16 else np.dtype(_DTYPES[dt])
+
+
 class Model:
     """A loaded model: .inputs, .outputs, .params (names), called with arrays."""
 
-    def __init__(self, handle, what):
-        if not handle:
-            raise Error(1, f"{what}: not loaded")
+    def __init__(self, handle):
         self._m = handle
         self.inputs = self._names(0)
         self.outputs = self._names(1)
         self.params = self._names(2)
-        self._in = [self._info(0, i) for i in range(len(self.inputs))]
+        coil_dts = [_lib.coil_info_at(handle, 0, i).contents.dtype for i in range(len(self.inputs))]
+        self._in = [(dt, _np_dtype(dt)) for dt in coil_dts]  # each input's, read at every call
 
     def _names(self, kind):
         return [_lib.coil_info_at(self._m, kind, i).contents.name.decode()
                 for i in range(_lib.coil_count(self._m, kind))]
-
-    def _info(self, kind, i):
-        inf = _lib.coil_info_at(self._m, kind, i).contents
-        return inf.dtype, inf.rank, inf.type.decode()
 
     def __del__(self):
         if getattr(self, "_m", None):
@@ -191,9 +191,8 @@ class Model:
         ins = (_Tensor * max(len(args), 1))()
         keep = []
         for i, a in enumerate(args):
-            dt, rank, _ = self._in[i]
-            want = np.uint16 if dt == _BF16 else np.dtype(_DTYPES[dt])
-            a = np.ascontiguousarray(a, dtype=want)
+            dt, np_dt = self._in[i]
+            a = np.ascontiguousarray(a, dtype=np_dt)
             keep.append(a)
             ins[i].dtype, ins[i].rank = dt, a.ndim
             for d, s in enumerate(a.shape):
@@ -212,7 +211,7 @@ class _Array(np.ndarray):
 
 def _adopt(t):
     shape = tuple(t.shape[i] for i in range(t.rank))
-    dtype = np.dtype(np.uint16) if t.dtype == _BF16 else np.dtype(_DTYPES[t.dtype])
+    dtype = _np_dtype(t.dtype)
     n = 1
     for s in shape:
         n *= s
@@ -230,7 +229,7 @@ def load(path, device=None, threads=0, overrides=None, training=False, seed=0, i
     err = _Err()
     m = _lib.coil_load(os.fsencode(path), ctypes.byref(o), ctypes.byref(err))
     _check(m, err)
-    return Model(m, path)
+    return Model(m)
 
 
 def compile(source, name="model.coil", device=None, threads=0, overrides=None, training=False,
@@ -241,4 +240,4 @@ def compile(source, name="model.coil", device=None, threads=0, overrides=None, t
     text = source.encode()
     m = _lib.coil_load_text(name.encode(), text, len(text), ctypes.byref(o), ctypes.byref(err))
     _check(m, err)
-    return Model(m, name)
+    return Model(m)

@@ -27,12 +27,10 @@ static const char *const names[] = {[OPT_ADAMW] = "adamw", [OPT_SGD] = "sgd", [O
 
 bool optim_parse(const char *s, OptKind *k)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *k = (OptKind)i;
-            return true;
-        }
-    return false;
+    int i = name_index(names, 3, s);
+    if (i >= 0)
+        *k = (OptKind)i;
+    return i >= 0;
 }
 
 const char *optim_name(OptKind k) { return names[k]; }
