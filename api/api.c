@@ -1,11 +1,11 @@
 /* api.c — the public C API (include/coil/coil.h) over the loaders, the verifier, the
  * initialisers, safetensors and the reference interpreter. A model is a verified graph,
  * its signature as coil_info (strings in the graph's arena) and its parameters. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "base/version.h"
 #include "coil/coil.h"
 #include "frontend/frontend.h"
@@ -27,22 +27,6 @@ _Static_assert((int)COIL_OK == (int)ERR_OK && (int)COIL_ERR_INPUT == (int)ERR_IN
                    (int)COIL_ERR_USAGE == (int)ERR_USAGE,
                "coil_error codes mirror Err's");
 
-enum { NKIND = 3 };
-
-struct coil_model {
-    Graph *g;
-    coil_info *info[NKIND]; /* per coil_kind, in the graph's arena */
-    int count[NKIND];
-    int *param_id;  /* node ids of the parameters, graph_params order */
-    Tensor *params; /* graph_params order; data is NULL until the parameter has a value */
-    bool interpret;
-    int threads;
-    const Device *device; /* runtime/device.h */
-    Compiled *compiled; /* made at the first coil_run */
-    char *package;      /* a package's directory: its kernels are loaded, not compiled */
-    uint64_t rng_step;  /* coil_set_rng_step */
-};
-
 /* Parameter values changed: a GPU engine uploads them again at the next run (it cannot
  * tell new values from the old by their address alone: memory is reused). */
 static void params_changed(coil_model *m)
@@ -52,38 +36,6 @@ static void params_changed(coil_model *m)
 }
 
 const char *coil_version(void) { return COIL_VERSION_TEXT; }
-
-/* ---------------------------------------------------------------- errors */
-
-static void err_clear(coil_error *err)
-{
-    if (err) {
-        err->code = COIL_OK;
-        err->message[0] = 0;
-    }
-}
-
-static bool fail_err(coil_error *err, const Err *e)
-{
-    if (err) {
-        err->code = e->code != ERR_OK ? e->code : COIL_ERR_INPUT;
-        snprintf(err->message, sizeof err->message, "%s", e->code != ERR_OK ? e->msg : "failed");
-    }
-    return false;
-}
-
-__attribute__((format(printf, 3, 4)))
-static bool fail(coil_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-        err->code = code;
-    }
-    return false;
-}
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -124,16 +76,16 @@ static bool tensor_view(const coil_tensor *t, const char *what, const char *name
     int64_t n = coil_tensor_numel(t);
     size_t size = coil_dtype_size(t->dtype);
     if (!size)
-        return fail(err, COIL_ERR_USAGE, "%s '%s': dtype %d is not a coil_dtype", what, name,
+        return api_fail(err, COIL_ERR_USAGE, "%s '%s': dtype %d is not a coil_dtype", what, name,
                     (int)t->dtype);
     if (t->rank < 0 || t->rank > COIL_MAX_RANK)
-        return fail(err, COIL_ERR_USAGE, "%s '%s': rank %d is out of range (0..%d)", what, name,
+        return api_fail(err, COIL_ERR_USAGE, "%s '%s': rank %d is out of range (0..%d)", what, name,
                     t->rank, COIL_MAX_RANK);
     if (n < 0 || (uint64_t)n > SIZE_MAX / 8)
-        return fail(err, COIL_ERR_USAGE, "%s '%s': the shape has a negative size or too many "
+        return api_fail(err, COIL_ERR_USAGE, "%s '%s': the shape has a negative size or too many "
                     "elements", what, name);
     if (!t->data && n > 0)
-        return fail(err, COIL_ERR_USAGE, "%s '%s': data is NULL but the tensor has %lld elements",
+        return api_fail(err, COIL_ERR_USAGE, "%s '%s': data is NULL but the tensor has %lld elements",
                     what, name, (long long)n);
     *out = (Tensor){.dt = (DType)t->dtype, .rank = t->rank, .data = t->data ? t->data : &empty};
     memcpy(out->shape, t->shape, sizeof out->shape);
@@ -154,7 +106,7 @@ static bool check_type(const Graph *g, const Type *want, const Tensor *t, const 
     char tw[256], tg[256], which[64] = "";
     if (bad >= 0)
         snprintf(which, sizeof which, " (dimension %d disagrees)", bad);
-    return fail(err, COIL_ERR_SHAPE, "%s '%s': expected %s, got %s%s", what, name,
+    return api_fail(err, COIL_ERR_SHAPE, "%s '%s': expected %s, got %s%s", what, name,
                 type_fmt(g, want, tw, sizeof tw), tensor_fmt(t, tg, sizeof tg), which);
 }
 
@@ -241,26 +193,26 @@ static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error 
     if (!opt)
         return true;
     if (opt->noverrides < 0 || (opt->noverrides > 0 && !opt->overrides))
-        return fail(err, COIL_ERR_USAGE, "coil_options: %d overrides but overrides is %s",
+        return api_fail(err, COIL_ERR_USAGE, "coil_options: %d overrides but overrides is %s",
                     opt->noverrides, opt->overrides ? "set" : "NULL");
     for (int i = 0; i < opt->noverrides; i++) {
         const char *s = opt->overrides[i], *eq = s ? strchr(s, '=') : NULL;
         if (!eq || eq == s)
-            return fail(err, COIL_ERR_USAGE, "coil_options: override %d is '%s', expected "
+            return api_fail(err, COIL_ERR_USAGE, "coil_options: override %d is '%s', expected "
                         "name=value", i, s ? s : "(null)");
     }
     if (opt->device && !device_find(opt->device))
-        return fail(err, COIL_ERR_USAGE, "coil_options: device '%s', expected %s", opt->device,
+        return api_fail(err, COIL_ERR_USAGE, "coil_options: device '%s', expected %s", opt->device,
                     device_names());
     *mo = (ModelOptions){opt->overrides, opt->noverrides, opt->training, opt->seed};
     return true;
 }
 
-static coil_model *loaded(Graph *g, const coil_options *opt, Err *e, coil_error *err)
+coil_model *api_model_from_graph(Graph *g, const coil_options *opt, Err *e, coil_error *err)
 {
     coil_model *m = model_new(g, e);
     if (!m)
-        fail_err(err, e);
+        api_fail_err(err, e);
     if (m)
         m->device = device_cpu();
     if (m && opt) {
@@ -277,14 +229,14 @@ static coil_model *load_package(const char *path, const coil_options *opt, coil_
 {
     Err e = {0};
     if (opt && opt->noverrides > 0) {
-        fail(err, COIL_ERR_USAGE, "%s: a package is compiled already: config overrides are "
+        api_fail(err, COIL_ERR_USAGE, "%s: a package is compiled already: config overrides are "
              "for .coil models", path);
         return NULL;
     }
-    coil_model *m = loaded(package_graph(path, &e), opt, &e, err);
+    coil_model *m = api_model_from_graph(package_graph(path, &e), opt, &e, err);
     if (m && !(m->package = strdup(path))) {
         coil_free(m);
-        fail(err, COIL_ERR_MEMORY, "out of memory loading %s", path);
+        api_fail(err, COIL_ERR_MEMORY, "out of memory loading %s", path);
         return NULL;
     }
     return m;
@@ -294,16 +246,16 @@ coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err
 {
     ModelOptions mo;
     Err e = {0};
-    err_clear(err);
+    api_err_clear(err);
     if (!path) {
-        fail(err, COIL_ERR_USAGE, "coil_load: the path is NULL");
+        api_fail(err, COIL_ERR_USAGE, "coil_load: the path is NULL");
         return NULL;
     }
     if (!model_options(opt, &mo, err))
         return NULL;
     if (package_is(path))
         return load_package(path, opt, err);
-    return loaded(model_load(path, &mo, &e), opt, &e, err);
+    return api_model_from_graph(model_load(path, &mo, &e), opt, &e, err);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -331,22 +283,22 @@ coil_model *coil_load_text(const char *name, const char *text, size_t len,
 {
     ModelOptions mo;
     Err e = {0};
-    err_clear(err);
+    api_err_clear(err);
     name = name ? name : "<text>";
     if (!text && len > 0) {
-        fail(err, COIL_ERR_USAGE, "coil_load_text: %s: the text is NULL but len is %zu", name, len);
+        api_fail(err, COIL_ERR_USAGE, "coil_load_text: %s: the text is NULL but len is %zu", name, len);
         return NULL;
     }
     if (!model_options(opt, &mo, err))
         return NULL;
     if (ends_with(name, ".coil"))
-        return loaded(compile_text(name, text ? text : "", len, &mo, &e), opt, &e, err);
+        return api_model_from_graph(compile_text(name, text ? text : "", len, &mo, &e), opt, &e, err);
     if (mo.nset > 0) {
-        fail(err, COIL_ERR_INPUT, "override %s: %s is IR text, which has no config constants "
+        api_fail(err, COIL_ERR_INPUT, "override %s: %s is IR text, which has no config constants "
              "to set", mo.set[0], name);
         return NULL;
     }
-    return loaded(model_text_fault(ir_parse(text ? text : "", len, name, &e), &e), opt, &e, err);
+    return api_model_from_graph(model_text_fault(ir_parse(text ? text : "", len, name, &e), &e), opt, &e, err);
 }
 
 /* ---------------------------------------------------------------- introspection */
@@ -385,7 +337,7 @@ static Tensor *params_alloc(const coil_model *m, coil_error *err)
 {
     Tensor *p = calloc((size_t)m->count[COIL_PARAM] + 1, sizeof *p);
     if (!p)
-        fail(err, COIL_ERR_MEMORY, "out of memory allocating parameters");
+        api_fail(err, COIL_ERR_MEMORY, "out of memory allocating parameters");
     return p;
 }
 
@@ -394,16 +346,16 @@ static bool bind_sizes(const Graph *g, const coil_dim_size *sizes, int nsizes, S
 {
     memset(sb, 0, sizeof *sb);
     if (nsizes < 0 || (nsizes > 0 && !sizes))
-        return fail(err, COIL_ERR_USAGE, "coil_init_params: %d sizes but sizes is %s", nsizes,
+        return api_fail(err, COIL_ERR_USAGE, "coil_init_params: %d sizes but sizes is %s", nsizes,
                     sizes ? "set" : "NULL");
     for (int i = 0; i < nsizes; i++) {
         const char *sym = sizes[i].symbol;
         int s = sym ? graph_sym_find(g, sym, strlen(sym)) : -1;
         if (!sym || sizes[i].size < 0)
-            return fail(err, COIL_ERR_USAGE, "coil_init_params: size %d: %s", i,
+            return api_fail(err, COIL_ERR_USAGE, "coil_init_params: size %d: %s", i,
                         sym ? "the size is negative" : "the symbol is NULL");
         if (s < 0)
-            return fail(err, COIL_ERR_USAGE, "coil_init_params: graph @%s has no symbolic "
+            return api_fail(err, COIL_ERR_USAGE, "coil_init_params: graph @%s has no symbolic "
                         "dimension '%s'", g->name ? g->name : "?", sym);
         sb->val[s] = sizes[i].size;
         sb->known[s] = true;
@@ -421,7 +373,7 @@ static bool params_sized(const coil_model *m, const SymBind *sb, coil_error *err
             for (int s = 0; s < g->nsym; s++)
                 if ((n->type.dim[d].syms >> s & 1) && !sb->known[s]) {
                     char ty[256];
-                    return fail(err, COIL_ERR_USAGE, "parameter '%s' has type %s: give the size "
+                    return api_fail(err, COIL_ERR_USAGE, "parameter '%s' has type %s: give the size "
                                 "of '%s' to coil_init_params", node_name(n),
                                 type_fmt(g, &n->type, ty, sizeof ty), g->sym[s]);
                 }
@@ -434,9 +386,9 @@ bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *siz
 {
     SymBind sb;
     Err e = {0};
-    err_clear(err);
+    api_err_clear(err);
     if (!model)
-        return fail(err, COIL_ERR_USAGE, "coil_init_params: the model is NULL");
+        return api_fail(err, COIL_ERR_USAGE, "coil_init_params: the model is NULL");
     if (!bind_sizes(model->g, sizes, nsizes, &sb, err) || !params_sized(model, &sb, err))
         return false;
     Tensor *fresh = params_alloc(model, err);
@@ -444,7 +396,7 @@ bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *siz
         return false;
     if (!init_params(model->g, &sb, seed, fresh, &e)) {
         free(fresh); /* init_params frees what it allocated */
-        return fail_err(err, &e);
+        return api_fail_err(err, &e);
     }
     params_replace(model, fresh);
     return true;
@@ -453,16 +405,16 @@ bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *siz
 bool coil_load_weights(coil_model *model, const char *path, coil_error *err)
 {
     Err e = {0};
-    err_clear(err);
+    api_err_clear(err);
     if (!model || !path)
-        return fail(err, COIL_ERR_USAGE, "coil_load_weights: the %s is NULL",
+        return api_fail(err, COIL_ERR_USAGE, "coil_load_weights: the %s is NULL",
                     !model ? "model" : "path");
     Tensor *fresh = params_alloc(model, err);
     if (!fresh)
         return false;
     if (!safetensors_bind(model->g, path, fresh, &e)) {
         params_free(fresh, model->count[COIL_PARAM]);
-        return fail_err(err, &e);
+        return api_fail_err(err, &e);
     }
     params_replace(model, fresh);
     return true;
@@ -472,17 +424,17 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
 {
     Err e = {0};
     Tensor view, copy;
-    err_clear(err);
+    api_err_clear(err);
     const coil_info *info = coil_info_at(model, COIL_PARAM, index);
     if (!info || !value)
-        return fail(err, COIL_ERR_USAGE, "coil_set_param: %s", !model ? "the model is NULL"
+        return api_fail(err, COIL_ERR_USAGE, "coil_set_param: %s", !model ? "the model is NULL"
                     : !info ? "the index is out of range" : "the value is NULL");
     const Type *want = &model->g->node[model->param_id[index]].type;
     if (!tensor_view(value, "parameter", info->name, &view, err) ||
         !check_type(model->g, want, &view, "parameter", info->name, err))
         return false;
     if (!tensor_alloc(&copy, view.dt, view.rank, view.shape, &e))
-        return fail_err(err, &e);
+        return api_fail_err(err, &e);
     memcpy(copy.data, view.data, tensor_nbytes(&copy));
     tensor_free(&model->params[index]);
     model->params[index] = copy;
@@ -508,15 +460,15 @@ static bool check_counts(const coil_model *m, const coil_tensor *inputs, int nin
 {
     char names[512];
     if (ninputs != m->count[COIL_INPUT])
-        return fail(err, COIL_ERR_USAGE, "coil_run: model @%s takes %d inputs (%s), given %d",
+        return api_fail(err, COIL_ERR_USAGE, "coil_run: model @%s takes %d inputs (%s), given %d",
                     m->g->name, m->count[COIL_INPUT],
                     name_list(m, COIL_INPUT, names, sizeof names), ninputs);
     if (noutputs != m->count[COIL_OUTPUT])
-        return fail(err, COIL_ERR_USAGE, "coil_run: model @%s has %d outputs (%s), room given "
+        return api_fail(err, COIL_ERR_USAGE, "coil_run: model @%s has %d outputs (%s), room given "
                     "for %d", m->g->name, m->count[COIL_OUTPUT],
                     name_list(m, COIL_OUTPUT, names, sizeof names), noutputs);
     if ((ninputs > 0 && !inputs) || (noutputs > 0 && !outputs))
-        return fail(err, COIL_ERR_USAGE, "coil_run: the %s array is NULL",
+        return api_fail(err, COIL_ERR_USAGE, "coil_run: the %s array is NULL",
                     ninputs > 0 && !inputs ? "inputs" : "outputs");
     return true;
 }
@@ -525,7 +477,7 @@ static bool check_params(const coil_model *m, coil_error *err)
 {
     for (int i = 0; i < m->count[COIL_PARAM]; i++)
         if (!m->params[i].data)
-            return fail(err, COIL_ERR_USAGE, "coil_run: parameter '%s' has no value: call "
+            return api_fail(err, COIL_ERR_USAGE, "coil_run: parameter '%s' has no value: call "
                         "coil_init_params, coil_load_weights or coil_set_param first",
                         m->info[COIL_PARAM][i].name);
     return true;
@@ -568,9 +520,9 @@ static void outputs_give(const Tensor *res, coil_tensor *outputs, int n)
 
 bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err)
 {
-    err_clear(err);
+    api_err_clear(err);
     if (!model)
-        return fail(err, COIL_ERR_USAGE, "coil_set_rng_step: the model is NULL");
+        return api_fail(err, COIL_ERR_USAGE, "coil_set_rng_step: the model is NULL");
     model->rng_step = step;
     return true;
 }
@@ -578,11 +530,11 @@ bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err)
 bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_tensor *outputs,
               int noutputs, coil_error *err)
 {
-    err_clear(err);
+    api_err_clear(err);
     for (int i = 0; outputs && i < noutputs && i < coil_count(model, COIL_OUTPUT); i++)
         memset(&outputs[i], 0, sizeof outputs[i]); /* never past what either count allows */
     if (!model)
-        return fail(err, COIL_ERR_USAGE, "coil_run: the model is NULL");
+        return api_fail(err, COIL_ERR_USAGE, "coil_run: the model is NULL");
     if (!check_counts(model, inputs, ninputs, outputs, noutputs, err) || !check_params(model, err))
         return false;
     Tensor *views = calloc((size_t)ninputs + 1, sizeof *views);
@@ -590,10 +542,10 @@ bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_te
     Err e = {0};
     bool ok = views && res;
     if (!ok)
-        fail(err, COIL_ERR_MEMORY, "coil_run: out of memory");
+        api_fail(err, COIL_ERR_MEMORY, "coil_run: out of memory");
     ok = ok && input_views(model, inputs, views, err);
     if (ok && !(ok = evaluate(model, views, res, &e)))
-        fail_err(err, &e);
+        api_fail_err(err, &e);
     if (ok)
         outputs_give(res, outputs, noutputs);
     free(views);
