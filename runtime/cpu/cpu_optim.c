@@ -46,46 +46,68 @@ static bool zeros_like(Tensor *t, const Tensor *p, Err *e)
     return true;
 }
 
-Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, Err *e)
+bool optim_decays_param(const OptConfig *c, const char *name, int rank)
+{
+    bool decay = rank >= 2;
+    for (int k = 0; k < c->nno_decay; k++)
+        decay = decay && fnmatch(c->no_decay[k], name, 0) != 0;
+    return decay;
+}
+
+Optimizer *optim_new_named(const OptConfig *c, int n, const Tensor *params,
+                           const char *const *names, const bool *decay, Err *e)
 {
     Optimizer *o = calloc(1, sizeof *o);
-    int np = graph_params(g, NULL), *ids = malloc(((size_t)np + 1) * sizeof *ids);
-    bool ok = o && ids;
+    bool ok = o != NULL;
     if (ok) {
-        graph_params(g, ids);
-        o->c = *c, o->n = np;
+        o->c = *c, o->n = n;
         o->pool = pool_new(c->threads, e);
-        o->decay = calloc((size_t)np + 1, sizeof *o->decay);
-        o->m = calloc((size_t)np + 1, sizeof *o->m), o->v = calloc((size_t)np + 1, sizeof *o->v);
-        o->mname = calloc((size_t)np + 1, sizeof *o->mname);
-        o->vname = calloc((size_t)np + 1, sizeof *o->vname);
+        o->decay = calloc((size_t)n + 1, sizeof *o->decay);
+        o->m = calloc((size_t)n + 1, sizeof *o->m), o->v = calloc((size_t)n + 1, sizeof *o->v);
+        o->mname = calloc((size_t)n + 1, sizeof *o->mname);
+        o->vname = calloc((size_t)n + 1, sizeof *o->vname);
         ok = o->decay && o->m && o->v && o->mname && o->vname && o->pool;
     }
-    for (int i = 0; ok && i < np; i++) {
-        const char *pn = node_name(&g->node[ids[i]]);
+    for (int i = 0; ok && i < n; i++) {
         if (params[i].dt != DT_F32) {
             err_set(e, ERR_INPUT, "optimizer: parameter '%s' is %s; training keeps f32 master "
-                    "weights", pn, dtype_info[params[i].dt].name);
+                    "weights", names[i], dtype_info[params[i].dt].name);
             ok = false;
             break;
         }
-        o->decay[i] = params[i].rank >= 2;
-        for (int k = 0; k < c->nno_decay; k++)
-            o->decay[i] = o->decay[i] && fnmatch(c->no_decay[k], pn, 0) != 0;
-        size_t len = strlen(pn) + 8;
+        o->decay[i] = decay[i];
+        size_t len = strlen(names[i]) + 8;
         ok = (o->mname[i] = malloc(len)) && (o->vname[i] = malloc(len));
         if (ok)
-            snprintf(o->mname[i], len, "m.%s", pn), snprintf(o->vname[i], len, "v.%s", pn);
+            snprintf(o->mname[i], len, "m.%s", names[i]), snprintf(o->vname[i], len, "v.%s", names[i]);
         ok = ok && (!has_m(o) || zeros_like(&o->m[i], &params[i], e)) &&
              (!has_v(o) || zeros_like(&o->v[i], &params[i], e));
     }
-    free(ids);
     if (!ok) {
         if (err_ok(e))
             err_set(e, ERR_MEMORY, "optimizer: out of memory for its state");
         optim_free(o);
         return NULL;
     }
+    return o;
+}
+
+Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, Err *e)
+{
+    int np = graph_params(g, NULL), *ids = malloc(((size_t)np + 1) * sizeof *ids);
+    const char **names = calloc((size_t)np + 1, sizeof *names);
+    bool *decay = calloc((size_t)np + 1, sizeof *decay);
+    Optimizer *o = NULL;
+    if (ids && names && decay) {
+        graph_params(g, ids);
+        for (int i = 0; i < np; i++) {
+            names[i] = node_name(&g->node[ids[i]]);
+            decay[i] = optim_decays_param(c, names[i], params[i].rank);
+        }
+        o = optim_new_named(c, np, params, names, decay, e);
+    } else
+        err_set(e, ERR_MEMORY, "optimizer: out of memory for its state");
+    free(ids), free(names), free(decay);
     return o;
 }
 
@@ -186,7 +208,7 @@ static double sum_in_order(Pass *x)
     return sum;
 }
 
-static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
+double optim_grad_squares(const Optimizer *o, const Tensor *grads)
 {
     size_t most = (size_t)pool_threads(o->pool) + 1;
     Pass x = {.o = o, .part = malloc(most * sizeof *x.part), .at = malloc(most * sizeof *x.at)};
@@ -203,7 +225,7 @@ static double global_norm(const Optimizer *o, const Tensor *grads, double scale)
     }
     pthread_mutex_destroy(&x.lock);
     free(x.part), free(x.at);
-    return sqrt(sum) * scale;
+    return sum;
 }
 
 
@@ -245,11 +267,12 @@ VECTOR_CLONES static void update(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr)
+void optim_apply(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr,
+                 double norm)
 {
-    double scale = grad_scale, norm = global_norm(o, grads, scale);
+    double scale = grad_scale;
     if (!isfinite(norm))
-        return norm; /* a step on NaN or inf would ruin every weight: skipped */
+        return; /* a step on NaN or inf would ruin every weight: skipped */
     if (o->c.clip > 0 && norm > o->c.clip)
         scale *= o->c.clip / norm;
     for (int i = 0; i < o->n; i++) {
@@ -259,10 +282,28 @@ double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad
         pool_parallel_for(o->pool, tensor_numel(&params[i]), CHUNK, update, &x);
     }
     o->steps++;
+}
+
+double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr)
+{
+    double norm = sqrt(optim_grad_squares(o, grads)) * grad_scale;
+    optim_apply(o, params, grads, grad_scale, lr, norm);
     return norm;
 }
 
 int optim_state_count(const Optimizer *o) { return o->n * (has_m(o) + has_v(o)); }
+
+int optim_state_kinds(const OptConfig *c)
+{
+    Optimizer o = {.c = *c};
+    return has_m(&o) + has_v(&o);
+}
+
+const char *optim_state_prefix(const OptConfig *c, int kind)
+{
+    Optimizer o = {.c = *c};
+    return kind == 0 && has_m(&o) ? "m" : "v";
+}
 
 Tensor *optim_state(Optimizer *o, int i, const char **name)
 {

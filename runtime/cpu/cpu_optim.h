@@ -35,16 +35,33 @@ const char *optim_name(OptKind k);
 /* State for the params of g (graph_params order, all f32). Errors name a parameter that
  * is not f32. */
 Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, Err *e);
+/* State for n f32 tensors named names[i] (for messages and the state's names, "m.<name>"),
+ * decay[i] saying which take weight decay: slices of parameters (ZeRO's shards,
+ * train/zero.h) as well as whole ones. */
+Optimizer *optim_new_named(const OptConfig *c, int n, const Tensor *params,
+                           const char *const *names, const bool *decay, Err *e);
+/* Whether a parameter of this name and rank takes weight decay under c. */
+bool optim_decays_param(const OptConfig *c, const char *name, int rank);
 void optim_free(Optimizer *o);
 /* One update of every parameter from grads times grad_scale (1 / micro-batches summed,
  * and / the loss scale under f16) at learning rate lr. Returns the global norm of the
  * scaled gradient before clipping (NaN or inf: the update is skipped and the caller told
  * so by the value). */
 double optim_step(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr);
+/* optim_step in two halves, for gradients spread over ranks: the sum of the squares of
+ * grads (unscaled; NaN when memory fails), and the update given the global norm of the
+ * scaled gradient that the ranks' sums make (not finite: skipped). */
+double optim_grad_squares(const Optimizer *o, const Tensor *grads);
+void optim_apply(Optimizer *o, Tensor *params, const Tensor *grads, double grad_scale, double lr,
+                 double norm);
 double lr_at(const LrSchedule *s, int64_t step);
 /* The state tensors, for checkpoints: count, and tensor i with a name ("m.<param>"). */
 int optim_state_count(const Optimizer *o);
 Tensor *optim_state(Optimizer *o, int i, const char **name);
+/* The state tensors each parameter has under c (0, 1 or 2), and kind k's name prefix
+ * ("m", "v"): state k of parameter p is named "<prefix>.<p>". */
+int optim_state_kinds(const OptConfig *c);
+const char *optim_state_prefix(const OptConfig *c, int kind);
 int64_t optim_steps(const Optimizer *o);
 int64_t optim_state_bytes(const Optimizer *o);
 void optim_set_steps(Optimizer *o, int64_t steps);
