@@ -12,7 +12,7 @@
 typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
-        *trace_steps, *bucket_mb, *dp_timeout, *bind, *reduce_dtype;
+        *trace_steps, *bucket_mb, *dp_timeout, *bind, *reduce_dtype, *zero;
     bool resume, resume_anyway, auto_resume, cosine, synthetic;
     bool bound;           /* this rank was bound to its share of the host's CPUs */
     List *no_decay;
@@ -40,6 +40,14 @@ static int parse_dp_flags(const Command *cmd, const TrainFlags *f, TrainOptions 
     if (!rc && strcmp(t, "f32") != 0 && strcmp(t, "bf16") != 0)
         rc = usage_error(cmd, "--reduce-dtype %s: expected f32 or bf16", t);
     o->reduce_bf16 = strcmp(t, "bf16") == 0;
+    uint64_t stage = 0;
+    if (!rc && f->zero && !parse_u64(f->zero, &stage))
+        rc = usage_error(cmd, "--zero %s: expected a ZeRO stage, 0, 1 or 2", f->zero);
+    if (!rc && stage > 2)
+        rc = usage_error(cmd, "--zero %s: stages 0, 1 (optimizer state sharded) and 2 (gradients "
+                         "too) are built; stage 3 needs the engine to gather each block's "
+                         "parameters before its kernels, which it cannot yet", f->zero);
+    o->zero = (int)stage;
     return rc;
 }
 
@@ -210,6 +218,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--trace", .value = &a->trace},       {"--trace-steps", .value = &f.trace_steps},
         {"--bucket-mb", .value = &f.bucket_mb}, {"--dp-timeout", .value = &f.dp_timeout},
         {"--bind", .value = &f.bind},          {"--reduce-dtype", .value = &f.reduce_dtype},
+        {"--zero", .value = &f.zero},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;

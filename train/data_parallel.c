@@ -21,12 +21,14 @@ typedef struct Bucket {
 struct DataParallel {
     Comm *comm;
     CommDtype dtype;     /* of the reduction */
+    bool sharded;        /* ZeRO: buffers hold f32 too, for the parameters' all-gather */
     double bucket_bytes;
     Bucket *bucket;      /* made at the first step, for its gradients' sizes */
     int nbucket;
 };
 
-DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDtype dtype, Err *e)
+DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDtype dtype,
+                      bool sharded, Err *e)
 {
     DataParallel *dp = calloc(1, sizeof *dp);
     if (!dp) {
@@ -34,7 +36,7 @@ DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDt
         return NULL;
     }
     dp->bucket_bytes = (bucket_mb > 0 ? bucket_mb : 25) * 1048576.0;
-    dp->dtype = dtype;
+    dp->dtype = dtype, dp->sharded = sharded;
     dp->comm = comm_open(w, timeout_s, e);
     if (dp->comm)
         return dp;
@@ -79,7 +81,8 @@ static bool plan_buckets(DataParallel *dp, const Tensor *grads, int n, Err *e)
         while (!alone && i >= 0 && (double)tensor_numel(&grads[i]) * 4 < FIRST_BUCKET_BYTES &&
                (double)(b->numel + tensor_numel(&grads[i])) * 4 <= cap);
         b->first = i + 1;
-        b->buf = in_place ? NULL : malloc((size_t)b->numel * (dp->dtype == COMM_BF16 ? 2 : 4) + 1);
+        size_t width = dp->dtype == COMM_BF16 && !dp->sharded ? 2 : 4;
+        b->buf = in_place ? NULL : malloc((size_t)b->numel * width + 1);
         ok = in_place || b->buf;
         dp->nbucket += ok;
     }
@@ -120,24 +123,70 @@ static void unpack(CommDtype t, const void *buf, int64_t at, float *g, int64_t n
         g[i] = bf16_unpack(((const uint16_t *)buf)[at + i]);
 }
 
-/* The bucket's gradients into its buffer (to) or back (!to); an f32 gradient alone is
- * reduced where it is. */
-static void copy_bucket(const DataParallel *dp, Bucket *b, Tensor *grads, bool to)
+/* Elements [lo, hi) of the bucket's run of tensors, into its buffer (to) or back (!to), as
+ * dtype t; an f32 tensor alone is reduced where it is (nothing to copy). */
+static void copy_range(const Bucket *b, Tensor *t, CommDtype dt, int64_t lo, int64_t hi, bool to)
 {
     int64_t at = 0;
-    for (int i = b->first; b->buf && i <= b->last; i++) {
-        int64_t n = tensor_numel(&grads[i]);
-        if (to)
-            pack(dp->dtype, b->buf, at, grads[i].data, n);
-        else
-            unpack(dp->dtype, b->buf, at, grads[i].data, n);
+    for (int i = b->first; b->buf && i <= b->last && at < hi; i++) {
+        int64_t n = tensor_numel(&t[i]), from = lo > at ? lo - at : 0, end = hi - at < n ? hi - at : n;
+        if (from < end) {
+            if (to)
+                pack(dt, b->buf, at + from, (float *)t[i].data + from, end - from);
+            else
+                unpack(dt, b->buf, at + from, (float *)t[i].data + from, end - from);
+        }
         at += n;
     }
 }
 
-bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e)
+static void copy_bucket(const DataParallel *dp, Bucket *b, Tensor *grads, bool to)
 {
-    if (!dp->bucket && !(check_grads(grads, n, e) && plan_buckets(dp, grads, n, e)))
+    copy_range(b, grads, dp->dtype, 0, b->numel, to);
+}
+
+/* This rank's chunk of bucket b: [*lo, *hi) of its elements. */
+static void own_chunk(const DataParallel *dp, const Bucket *b, int64_t *lo, int64_t *hi)
+{
+    int rank = comm_rank(dp->comm), size = comm_size(dp->comm);
+    *lo = comm_chunk_start(b->numel, size, rank), *hi = comm_chunk_start(b->numel, size, rank + 1);
+}
+
+bool dp_plan(DataParallel *dp, const Tensor *like, int n, Err *e)
+{
+    return dp->bucket || (check_grads(like, n, e) && plan_buckets(dp, like, n, e));
+}
+
+/* What a bucketed collective does with each bucket: all-reduce the gradients,
+ * reduce-scatter them, or all-gather the tensors' chunks. */
+typedef enum Collective { SUM_ALL, SUM_OWN, GATHER } Collective;
+
+static CommOp *start_bucket(DataParallel *dp, Bucket *b, Tensor *t, Collective what, Err *e)
+{
+    void *data = b->buf ? b->buf : t[b->first].data;
+    if (what == GATHER) {
+        int64_t lo, hi;
+        own_chunk(dp, b, &lo, &hi);
+        copy_range(b, t, COMM_F32, lo, hi, true);
+        return comm_all_gather_start(dp->comm, data, b->numel, COMM_F32, e);
+    }
+    copy_bucket(dp, b, t, true);
+    return what == SUM_ALL ? comm_all_reduce_start(dp->comm, data, b->numel, dp->dtype, e)
+                           : comm_reduce_scatter_start(dp->comm, data, b->numel, dp->dtype, e);
+}
+
+static void finish_bucket(DataParallel *dp, Bucket *b, Tensor *t, Collective what)
+{
+    int64_t lo = 0, hi = b->numel;
+    if (what == SUM_OWN)
+        own_chunk(dp, b, &lo, &hi);
+    copy_range(b, t, what == GATHER ? COMM_F32 : dp->dtype, lo, hi, false);
+}
+
+/* The collective over every bucket of t[0..n), each started as soon as it is packed. */
+static bool bucketed(DataParallel *dp, Tensor *t, int n, Collective what, Err *e)
+{
+    if (!dp_plan(dp, t, n, e))
         return false;
     CommOp *op[MAX_BUCKETS];
     int started = 0;
@@ -145,30 +194,69 @@ bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e)
     if (!ok)
         err_set(e, ERR_INPUT, "data-parallel: more than %d gradient buckets: raise --bucket-mb",
                 MAX_BUCKETS);
-    for (; ok && started < dp->nbucket; started++) { /* each starts as soon as it is packed */
-        Bucket *b = &dp->bucket[started];
-        copy_bucket(dp, b, grads, true);
-        op[started] = comm_all_reduce_start(dp->comm, b->buf ? b->buf : grads[b->first].data,
-                                            b->numel, dp->dtype, e);
-        ok = op[started] != NULL;
-    }
+    for (; ok && started < dp->nbucket; started++)
+        ok = (op[started] = start_bucket(dp, &dp->bucket[started], t, what, e)) != NULL;
     for (int b = 0; b < started; b++) { /* every started one waited for, even after a failure */
         bool done = comm_wait(op[b], e);
         if (done && ok)
-            copy_bucket(dp, &dp->bucket[b], grads, false);
+            finish_bucket(dp, &dp->bucket[b], t, what);
         ok = ok && done;
     }
     return ok;
 }
 
+bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e)
+{
+    return bucketed(dp, grads, n, SUM_ALL, e);
+}
+
+bool dp_sum_own_grads(DataParallel *dp, Tensor *grads, int n, Err *e)
+{
+    return bucketed(dp, grads, n, SUM_OWN, e);
+}
+
+bool dp_gather(DataParallel *dp, Tensor *t, int n, Err *e)
+{
+    return bucketed(dp, t, n, GATHER, e);
+}
+
+int dp_shard(const DataParallel *dp, const Tensor *like, DpSlice *out)
+{
+    int count = 0;
+    for (int k = 0; k < dp->nbucket; k++) {
+        const Bucket *b = &dp->bucket[k];
+        int64_t lo, hi, at = 0;
+        own_chunk(dp, b, &lo, &hi);
+        for (int i = b->first; i <= b->last; i++) {
+            int64_t n = tensor_numel(&like[i]), from = lo > at ? lo - at : 0;
+            int64_t end = hi - at < n ? hi - at : n;
+            if (from < end && out)
+                out[count] = (DpSlice){i, from, end};
+            count += from < end;
+            at += n;
+        }
+    }
+    return count;
+}
+
 bool dp_mean(DataParallel *dp, double *x, Err *e)
+{
+    bool ok = dp_sum_scalar(dp, x, e);
+    *x /= comm_size(dp->comm);
+    return ok;
+}
+
+bool dp_sum_scalar(DataParallel *dp, double *x, Err *e)
 {
     float v = (float)*x;
     if (!comm_all_reduce(dp->comm, &v, 1, e))
         return false;
-    *x = (double)v / comm_size(dp->comm);
+    *x = (double)v;
     return true;
 }
+
+int dp_rank(const DataParallel *dp) { return comm_rank(dp->comm); }
+int dp_size(const DataParallel *dp) { return comm_size(dp->comm); }
 
 double dp_comm_seconds(const DataParallel *dp) { return comm_busy_seconds(dp->comm); }
 double dp_waited_seconds(const DataParallel *dp) { return comm_waited_seconds(dp->comm); }

@@ -38,6 +38,15 @@ static int64_t saved_bytes(const Graph *g, int loss, const SymBind *sb)
     return total;
 }
 
+static int64_t param_elements(const Graph *g, const SymBind *sb)
+{
+    int64_t n = 0;
+    for (int i = 0; i < g->nnode; i++)
+        if (g->node[i].op == OP_PARAM)
+            n += value_bytes(g, i, sb) / dtype_info[g->node[i].type.dt].size;
+    return n;
+}
+
 /* The plan at sizes sb: memory parts and totals (no FLOPs). */
 static bool plan_at(const Graph *joint, const TrainOptions *o, const SymBind *sb, TrainPlan *p,
                     Err *e)
@@ -50,9 +59,15 @@ static bool plan_at(const Graph *joint, const TrainOptions *o, const SymBind *sb
     int64_t outputs = 0;
     for (int i = 1; i < joint->noutput; i++)
         outputs += value_bytes(joint, joint->output[i], sb);
-    int per = o->opt.kind == OPT_ADAMW ? 2 : o->opt.kind == OPT_LION || o->opt.momentum != 0 ? 1 : 0;
-    p->params = mp.param_bytes, p->grads = outputs * (o->accum > 1 ? 2 : 1);
-    p->optimizer = per * mp.param_bytes;
+    /* ZeRO (train/zero.h) keeps a rank's shard of the optimizer state (stage 1) and of
+     * the accumulated gradients (stage 2); the joint graph's gradients stay whole */
+    int64_t world = o->world.size > 1 ? o->world.size : 1;
+    int64_t state = optim_state_kinds(&o->opt) * mp.param_bytes;
+    int64_t accum = o->accum > 1 ? outputs : 0;
+    p->params = mp.param_bytes, p->grads_whole = outputs, p->state_whole = state;
+    p->psi = param_elements(joint, sb);
+    p->grads = outputs + (o->zero >= 2 ? accum / world : accum);
+    p->optimizer = o->zero >= 1 ? state / world : state;
     p->inputs = mp.io_bytes - outputs;
     p->saved = saved_bytes(joint, joint->output[0], sb);
     p->saved = p->saved < mp.arena_bytes ? p->saved : mp.arena_bytes;

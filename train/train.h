@@ -59,6 +59,8 @@ typedef struct TrainOptions {
                                   its share of every global batch (size 0 or 1: alone) */
     double bucket_mb;          /* gradients reduced in buckets of this many MiB (0: 25) */
     bool reduce_bf16;          /* gradients reduced in bf16 (--reduce-dtype bf16), else f32 */
+    int zero;                  /* ZeRO stage (train/zero.h): 1 shards the optimizer state
+                                  over the ranks, 2 the accumulated gradients too; 0: none */
     double dp_timeout_s;       /* a rank silent this long fails the job (0: 60) */
 } TrainOptions;
 
@@ -98,6 +100,9 @@ typedef struct TrainPlan {
     int64_t params, grads, optimizer, saved, workspace, inputs, total;
     double flops, hflops, peak_gflops, bandwidth_gbs, compute_s, memory_s, step_s;
     int64_t max_batch;         /* the largest B within `limit` (-1: no limit or no B) */
+    int64_t psi;               /* parameter elements (the ZeRO paper's Ψ) */
+    int64_t grads_whole, state_whole; /* a micro-batch's gradients and the optimizer state,
+                                  unsharded (ZeRO's accounting) */
 } TrainPlan;
 bool train_plan(const Graph *model, const TrainOptions *o, int64_t limit, TrainPlan *p, Err *e);
 

@@ -20,6 +20,7 @@
 #include "train/data.h"
 #include "train/data_parallel.h"
 #include "train/train.h"
+#include "train/zero.h"
 
 #define LOADER_DEPTH 4
 #define CHECKPOINT_FILE "checkpoint.safetensors"
@@ -49,6 +50,7 @@ typedef struct Run {
     int nparam, targets_at, tokens_at;
     Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
     DataParallel *dp;         /* with other ranks: the collectives (NULL: alone) */
+    Zero *zero;               /* --zero: the optimizer over this rank's shard (opt NULL) */
     const DeviceTraining *dt; /* where the parameters stay on the device (a GPU's): its */
     void *dev;                /* runs and optimizer, the update where the gradients are */
     bool *fetch;         /* on a GPU: the outputs brought home (the loss, not gradients) */
@@ -97,6 +99,7 @@ static void run_free(Run *r)
     if (r->dev)
         r->dt->optim_free(r->dev);
     optim_free(r->opt);
+    zero_free(r->zero);
     loader_free(r->loader);
     compiled_free(r->c);
     dp_free(r->dp);
@@ -199,6 +202,27 @@ static bool weights_finite(const Run *r, Err *e)
     return ok;
 }
 
+/* The optimizer: over every parameter, or (ZeRO, with other ranks) over this rank's
+ * shard of them. */
+static bool make_optimizer(Run *r, Err *e)
+{
+    const TrainOptions *o = r->o;
+    if (o->zero > 0 && r->dp)
+        return (r->zero = zero_new(o->zero, r->dp, &o->opt, r->joint, r->params, r->nparam, e));
+    return (r->opt = optim_new(&o->opt, r->joint, r->params, e)) != NULL;
+}
+
+/* The optimizer state, whole (ZeRO's between zero_state_gather or _open and _close). */
+static int state_count(const Run *r)
+{
+    return r->zero ? zero_state_count(r->zero) : optim_state_count(r->opt);
+}
+
+static Tensor *state_at(Run *r, int i, const char **name)
+{
+    return r->zero ? zero_state(r->zero, i, name) : optim_state(r->opt, i, name);
+}
+
 /* The joint graph, compiled, with parameters and sizes. */
 static bool setup(Run *r, const Graph *model, Err *e)
 {
@@ -229,7 +253,7 @@ static bool setup(Run *r, const Graph *model, Err *e)
     return ok &&
            (o->weights ? safetensors_bind(g, o->weights, r->params, e) && weights_finite(r, e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
-           (r->opt = optim_new(&o->opt, g, r->params, e)) != NULL && on_device(r, e) &&
+           make_optimizer(r, e) && on_device(r, e) &&
            (!r->dp || dp_broadcast(r->dp, r->params, r->nparam, e));
 }
 
@@ -262,7 +286,7 @@ static bool save_checkpoint(Run *r, Err *e)
     snprintf(path, sizeof path, "%s/%s", r->o->save, CHECKPOINT_FILE);
     if (!to_host(r, e))
         return false;
-    int ns = optim_state_count(r->opt), n = r->nparam + ns;
+    int ns = state_count(r), n = r->nparam + ns;
     const char **names = calloc((size_t)n + 1, sizeof *names);
     Tensor *t = calloc((size_t)n + 1, sizeof *t);
     int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
@@ -272,7 +296,7 @@ static bool save_checkpoint(Run *r, Err *e)
         for (int i = 0; i < r->nparam; i++)
             names[i] = node_name(&r->joint->node[ids[i]]), t[i] = r->params[i];
         for (int i = 0; i < ns; i++)
-            t[r->nparam + i] = *optim_state(r->opt, i, &names[r->nparam + i]);
+            t[r->nparam + i] = *state_at(r, i, &names[r->nparam + i]);
         snprintf(step, sizeof step, "%lld", (long long)r->step);
         snprintf(pos, sizeof pos, "%llu", (unsigned long long)(r->loader ? loader_position(r->loader) : 0));
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->o->seed);
@@ -288,6 +312,18 @@ static bool save_checkpoint(Run *r, Err *e)
     } else
         err_set(e, ERR_MEMORY, "out of memory writing a checkpoint");
     free(names), free(t), free(ids);
+    return ok;
+}
+
+/* A checkpoint, written by one rank (writes); under ZeRO every rank gathers the optimizer
+ * state for it first (a collective). */
+static bool checkpoint(Run *r, bool writes, Err *e)
+{
+    if (r->zero && !zero_state_gather(r->zero, e))
+        return false;
+    bool ok = !writes || save_checkpoint(r, e);
+    if (r->zero)
+        zero_state_close(r->zero);
     return ok;
 }
 
@@ -450,13 +486,18 @@ static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *
         err_set(e, ERR_MEMORY, "out of memory");
     for (int i = 0; ok && i < r->nparam; i++)
         ok = restore(f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], used, e);
-    for (int i = 0; ok && same_opt && i < optim_state_count(r->opt); i++) {
+    ok = ok && (!r->zero || zero_state_open(r->zero, e));
+    for (int i = 0; ok && same_opt && i < state_count(r); i++) {
         const char *name;
-        Tensor *st = optim_state(r->opt, i, &name);
+        Tensor *st = state_at(r, i, &name);
         ok = restore(f, path, name, st, used, e);
     }
     ok = ok && (r->o->resume_anyway || none_left(f, used, path, e));
-    if (ok)
+    if (r->zero && ok)
+        zero_state_take(r->zero), zero_set_steps(r->zero, same_opt ? (int64_t)s->step : 0);
+    else if (r->zero)
+        zero_state_close(r->zero);
+    else if (ok)
         optim_set_steps(r->opt, same_opt ? (int64_t)s->step : 0);
     free(ids), free(used);
     return ok;
@@ -552,11 +593,12 @@ static bool add_grads(Run *r, bool first, Err *e)
 {
     if (r->dev)
         return r->dt->accumulate(r->dev, first, e);
+    if (r->zero && r->o->zero >= 2) /* the shard's sums only */
+        return zero_accumulate(r->zero, r->outputs + 1, first, e);
     for (int i = 0; i < r->nparam; i++) {
         Tensor *g = &r->outputs[1 + i];
-        if (first) {
-            tensor_free(&r->accum[i]);
-            if (!tensor_alloc(&r->accum[i], DT_F32, g->rank, g->shape, e))
+        if (first) { /* allocated once: freeing and allocating each step grows the heap */
+            if (!r->accum[i].data && !tensor_alloc(&r->accum[i], DT_F32, g->rank, g->shape, e))
                 return false;
             memcpy(r->accum[i].data, g->data, tensor_nbytes(g));
             continue;
@@ -692,7 +734,9 @@ static bool update(Run *r, double grad_scale, double lr, double *norm, Err *e)
 {
     if (r->dev)
         return r->dt->step(r->dev, grad_scale, lr, norm, e);
-    const Tensor *grads = r->o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
+    Tensor *grads = r->o->accum > 1 ? r->accum : r->outputs + 1; /* one: no copy */
+    if (r->zero)
+        return zero_step(r->zero, grads, grad_scale, lr, norm, e);
     *norm = optim_step(r->opt, r->params, grads, grad_scale, lr);
     return true;
 }
@@ -708,7 +752,9 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
         sum += loss;
     }
     double lr = lr_at(&o->lr, r->step), norm, mean_loss = sum / (double)o->accum;
-    if (r->dp && !(dp_sum_grads(r->dp, o->accum > 1 ? r->accum : r->outputs + 1, r->nparam, e) &&
+    /* (ZeRO reduces the gradients in its step) */
+    if (r->dp && !((r->zero || dp_sum_grads(r->dp, o->accum > 1 ? r->accum : r->outputs + 1,
+                                            r->nparam, e)) &&
                    dp_mean(r->dp, &mean_loss, e)))
         return false;
     if (!update(r, 1.0 / ((double)o->accum * r->scale * world_size(o)), lr, &norm, e))
@@ -729,7 +775,8 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     const MemoryPlan *mp = compiled_plan(r->c);
     if (mp)
         res->planned_bytes = mp->arena_bytes + mp->param_bytes + mp->io_bytes +
-                             optim_state_bytes(r->opt) + (o->accum > 1 ? grad_bytes(r) : 0);
+                             (r->zero ? zero_state_bytes(r->zero) : optim_state_bytes(r->opt)) +
+                             (o->accum > 1 && !(r->zero && o->zero >= 2) ? grad_bytes(r) : 0);
     if (o->log_every > 0 && o->world.rank == 0 &&
         (r->step % o->log_every == 0 || r->step == o->steps || res->steps == 1))
         progress(r, mean, lr, norm, dt, batch_tokens(r) * o->accum * world_size(o), res);
@@ -816,7 +863,7 @@ static bool join_world(Run *r, Err *e)
         return false;
     }
     r->dp = dp_open(&o->world, o->dp_timeout_s > 0 ? o->dp_timeout_s : 60, o->bucket_mb,
-                    o->reduce_bf16 ? COMM_BF16 : COMM_F32, e);
+                    o->reduce_bf16 ? COMM_BF16 : COMM_F32, o->zero > 0, e);
     return r->dp != NULL;
 }
 
@@ -870,12 +917,12 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     while (ok && r.step < o->steps) {
         ok = step_once(&r, res, e) && trace_enough(&r, res, e) && check_diverged(&r, false, e);
         /* not in the middle of a bad stretch: the last good checkpoint stays */
-        if (ok && saves && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
-            ok = save_checkpoint(&r, e);
+        if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
+            ok = checkpoint(&r, saves, e);
     }
     ok = ok && check_diverged(&r, true, e);
-    if (ok && saves)
-        ok = save_checkpoint(&r, e);
+    if (ok && o->save)
+        ok = checkpoint(&r, saves, e);
     res->world = world_size(o);
     if (r.dp)
         res->comm_s = dp_comm_seconds(r.dp), res->comm_waited_s = dp_waited_seconds(r.dp);

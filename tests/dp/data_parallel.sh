@@ -5,27 +5,7 @@
 # accumulation, with 1 MiB buckets and with one bucket; under coil launch and with the
 # variables set by hand; a checkpoint of 2 ranks resumed on 1 and bit-identically on 2; a
 # rank killed mid-run fails the other within its timeout, naming it.
-set -euo pipefail
-coil=$(cd "$1" && pwd)/coil
-here=$(cd "$(dirname "$0")" && pwd)
-root=$here/../..
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mlp="$root/examples/mlp.coil --set hidden=256 --set layers=4 --set classes=100
-     --set dropout_p=0 --loss cross_entropy --synthetic --seed 3 --threads 1 --json --log-every 1"
-
-# train NAME WORLD B [ARGS...]: one run, its JSON lines in $tmp/NAME.json
-train() {
-    local name=$1 world=$2 b=$3
-    shift 3
-    if [ "$world" = 1 ]; then
-        $coil train $mlp --dim B=$b "$@" > "$tmp/$name.json"
-    else
-        $coil launch --nproc "$world" -- $coil train $mlp --dim B=$b "$@" > "$tmp/$name.out"
-        sed -n 's/^\[rank 0\] //p' "$tmp/$name.out" > "$tmp/$name.json"
-    fi
-}
-same() { python3 "$here/compare.py" "$@" 1e-5; }
+source "$(dirname "$0")/common.sh"
 
 # The parameters are compared after SGD: AdamW divides each update by the root of its
 # second moment, so where a gradient is near zero the last bits of the sum's order (one
