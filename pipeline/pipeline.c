@@ -405,6 +405,14 @@ void compiled_params_changed(Compiled *c)
         c->device->ops->params_changed(c->engine);
 }
 
+bool compiled_on_step(Compiled *c, void (*fn)(void *ctx, int step), void *ctx)
+{
+    if (!c->device->ops->on_step)
+        return false;
+    c->device->ops->on_step(c->engine, fn, ctx);
+    return true;
+}
+
 bool compiled_stop_trace(Compiled *c, Err *e)
 {
     if (c->device->ops->set_trace)

@@ -117,6 +117,9 @@ EngineReport compiled_report(const Compiled *c);
 /* The parameters' tensors were written in place: uploaded again before the next run
  * where the device keeps its own copy. */
 void compiled_params_changed(Compiled *c);
+/* fn(ctx, s) after each step s (of c->p) of every later run, where the device can (false
+ * where it cannot: the caller waits for the whole run). fn NULL: no more. */
+bool compiled_on_step(Compiled *c, void (*fn)(void *ctx, int step), void *ctx);
 /* A trace's recording stopped (the runs after it go unrecorded). */
 bool compiled_stop_trace(Compiled *c, Err *e);
 

@@ -9,8 +9,7 @@
  * configuring it, writing its code into a package, and, where parameters live on the
  * device, training there (DeviceTraining: resident runs and the optimizer). A backend this
  * build lacks (CUDA without the toolkit's headers) has no operations: its row says why,
- * and no code of it is linked. Room is left here for the collectives of data-parallel
- * training. */
+ * and no code of it is linked. */
 #ifndef COIL_RUNTIME_DEVICE_H
 #define COIL_RUNTIME_DEVICE_H
 
@@ -131,6 +130,9 @@ typedef struct DeviceOps {
     /* The parameters' tensors were written in place (NULL: the engine reads them anew at
      * every run anyway). */
     void (*params_changed)(void *en);
+    /* fn(ctx, s) after each step s of every later run (fn NULL: no more): the collectives
+     * start on what a step finished while the rest runs. NULL: the device cannot say. */
+    void (*on_step)(void *en, void (*fn)(void *ctx, int step), void *ctx);
     void (*report)(const void *en, EngineReport *r);
     void (*free)(void *en);
     const DeviceTraining *training; /* NULL: parameters live on the host */

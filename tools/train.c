@@ -147,8 +147,10 @@ static void summary_text(const TrainOptions *o, const TrainResult *res)
            (double)res->planned_bytes / 1048576.0, (double)res->measured_bytes / 1048576.0);
     if (res->world > 1)
         printf("data-parallel %d ranks: collectives %.2f s, %.2f s of it waited for (%.0f%% "
-               "hidden under the steps' work)\n", res->world, res->comm_s, res->comm_waited_s,
-               res->comm_s > res->comm_waited_s ? 100 * (1 - res->comm_waited_s / res->comm_s) : 0.0);
+               "hidden under the steps' work; %s)\n", res->world, res->comm_s, res->comm_waited_s,
+               res->comm_s > res->comm_waited_s ? 100 * (1 - res->comm_waited_s / res->comm_s) : 0.0,
+               res->overlap ? "each bucket started as the backward finished it"
+                            : "the sums started after the backward");
     if (o->trace)
         printf("trace %lld events of the first %lld steps in %s (open it in ui.perfetto.dev or "
                "chrome://tracing)\n", (long long)res->trace_events,
@@ -176,6 +178,8 @@ static bool summary_json(const TrainOptions *o, const TrainResult *res, Err *e)
     json_field_int(&w, "world", res->world);
     json_field_double(&w, "comm_s", res->comm_s);
     json_field_double(&w, "comm_waited_s", res->comm_waited_s);
+    if (res->world > 1)
+        json_field_bool(&w, "overlap", res->overlap);
     if (o->save)
         json_field_string(&w, "checkpoint", o->save);
     if (o->trace) {

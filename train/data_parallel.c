@@ -1,8 +1,11 @@
 /* data_parallel.c — gradients summed over the ranks in buckets (train/data_parallel.h). A
- * bucket is a run of consecutive gradients, taken from the last parameter back (the order
- * the backward finishes them), packed into one buffer so a small tensor costs no
- * collective of its own; a gradient of a bucket's size or more is reduced where it is,
- * no copy (in f32; reduced in bf16, every bucket is a converted copy). */
+ * bucket is a run of gradients in the order the backward finishes them (the engine's
+ * schedule says; else from the last parameter back), packed into one buffer so a small
+ * tensor costs no collective of its own; a gradient of a bucket's size or more is reduced
+ * where it is, no copy (in f32; reduced in bf16, every bucket is a converted copy). A
+ * reduction armed before the run starts each bucket from the engine's step hook as soon
+ * as its last gradient is final, so the sums travel while the backward goes on. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +15,8 @@
 #define MAX_BUCKETS 4096
 
 typedef struct Bucket {
-    int first, last;     /* gradients [first, last], reduced together */
+    int first, last;     /* the gradients order[first..last], reduced together */
+    int ready;           /* the step after which all of them are final (-1: before any) */
     int64_t numel;
     void *buf;           /* the packed gradients (f32 or bf16); NULL: one f32 gradient,
                             reduced in place */
@@ -23,9 +27,19 @@ struct DataParallel {
     CommDtype dtype;     /* of the reduction */
     bool sharded;        /* ZeRO: buffers hold f32 too, for the parameters' all-gather */
     double bucket_bytes;
+    int *order;          /* the gradients in the order they are final */
+    int *final_step;     /* per gradient, the step after which it is final (NULL: unknown) */
     Bucket *bucket;      /* made at the first step, for its gradients' sizes */
     int nbucket;
+    /* the reduction in flight: its tensors, what it does, the buckets started */
+    Tensor *armed;
+    int what;            /* a Collective */
+    int started;
+    CommOp *op[MAX_BUCKETS];
+    Err failed;          /* a bucket that could not start from the step hook */
 };
+
+static bool finish(DataParallel *dp, Err *e);
 
 DataParallel *dp_open(const World *w, double timeout_s, double bucket_mb, CommDtype dtype,
                       bool sharded, Err *e)
@@ -48,9 +62,11 @@ void dp_free(DataParallel *dp)
 {
     if (!dp)
         return;
+    if (dp->armed) /* a run that failed: its started buckets waited for */
+        finish(dp, &(Err){0});
     for (int b = 0; b < dp->nbucket; b++)
         free(dp->bucket[b].buf);
-    free(dp->bucket);
+    free(dp->bucket), free(dp->order), free(dp->final_step);
     comm_free(dp->comm);
     free(dp);
 }
@@ -63,24 +79,55 @@ bool dp_broadcast(DataParallel *dp, Tensor *t, int n, Err *e)
     return true;
 }
 
-/* The buckets for these gradients, from the last back: a gradient of 1 MiB or more alone,
+bool dp_set_order(DataParallel *dp, const int *final_step, int n, Err *e)
+{
+    free(dp->final_step);
+    dp->final_step = malloc(((size_t)n + 1) * sizeof *dp->final_step);
+    if (!dp->final_step) {
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory");
+        return false;
+    }
+    memcpy(dp->final_step, final_step, (size_t)n * sizeof *final_step);
+    return true;
+}
+
+/* The gradients by the step that finishes them, ties (and, without a schedule, all) from
+ * the last parameter back: the order the backward produces them. */
+static bool order_grads(DataParallel *dp, int n)
+{
+    if (!(dp->order = malloc(((size_t)n + 1) * sizeof *dp->order)))
+        return false;
+    const int *at = dp->final_step;
+    for (int k = 0; k < n; k++) { /* insertion: a few hundred gradients, once */
+        int i = n - 1 - k, j = k;
+        for (; j > 0 && at && at[dp->order[j - 1]] > at[i]; j--)
+            dp->order[j] = dp->order[j - 1];
+        dp->order[j] = i;
+    }
+    return true;
+}
+
+static bool alone(const Tensor *t) { return (double)tensor_numel(t) * 4 >= FIRST_BUCKET_BYTES; }
+
+/* The buckets for these gradients in that order: a gradient of 1 MiB or more alone,
  * reduced where it is; runs of smaller ones packed, the first bucket up to 1 MiB, the
  * others up to bucket_bytes. */
 static bool plan_buckets(DataParallel *dp, const Tensor *grads, int n, Err *e)
 {
     dp->bucket = calloc((size_t)n + 1, sizeof *dp->bucket);
-    bool ok = dp->bucket != NULL;
-    for (int i = n - 1; ok && i >= 0;) {
+    bool ok = dp->bucket != NULL && order_grads(dp, n);
+    for (int k = 0; ok && k < n;) {
         Bucket *b = &dp->bucket[dp->nbucket];
         double cap = dp->nbucket == 0 ? FIRST_BUCKET_BYTES : dp->bucket_bytes;
-        bool alone = (double)tensor_numel(&grads[i]) * 4 >= FIRST_BUCKET_BYTES;
-        bool in_place = alone && dp->dtype == COMM_F32;
-        b->last = i;
+        bool single = alone(&grads[dp->order[k]]);
+        b->first = k;
         do
-            b->numel += tensor_numel(&grads[i--]);
-        while (!alone && i >= 0 && (double)tensor_numel(&grads[i]) * 4 < FIRST_BUCKET_BYTES &&
-               (double)(b->numel + tensor_numel(&grads[i])) * 4 <= cap);
-        b->first = i + 1;
+            b->numel += tensor_numel(&grads[dp->order[k++]]);
+        while (!single && k < n && !alone(&grads[dp->order[k]]) &&
+               (double)(b->numel + tensor_numel(&grads[dp->order[k]])) * 4 <= cap);
+        b->last = k - 1;
+        b->ready = dp->final_step ? dp->final_step[dp->order[b->last]] : -1;
+        bool in_place = single && dp->dtype == COMM_F32;
         size_t width = dp->dtype == COMM_BF16 && !dp->sharded ? 2 : 4;
         b->buf = in_place ? NULL : malloc((size_t)b->numel * width + 1);
         ok = in_place || b->buf;
@@ -125,10 +172,12 @@ static void unpack(CommDtype t, const void *buf, int64_t at, float *g, int64_t n
 
 /* Elements [lo, hi) of the bucket's run of tensors, into its buffer (to) or back (!to), as
  * dtype t; an f32 tensor alone is reduced where it is (nothing to copy). */
-static void copy_range(const Bucket *b, Tensor *t, CommDtype dt, int64_t lo, int64_t hi, bool to)
+static void copy_range(const DataParallel *dp, const Bucket *b, Tensor *t, CommDtype dt,
+                       int64_t lo, int64_t hi, bool to)
 {
     int64_t at = 0;
-    for (int i = b->first; b->buf && i <= b->last && at < hi; i++) {
+    for (int k = b->first; b->buf && k <= b->last && at < hi; k++) {
+        int i = dp->order[k];
         int64_t n = tensor_numel(&t[i]), from = lo > at ? lo - at : 0, end = hi - at < n ? hi - at : n;
         if (from < end) {
             if (to)
@@ -142,7 +191,7 @@ static void copy_range(const Bucket *b, Tensor *t, CommDtype dt, int64_t lo, int
 
 static void copy_bucket(const DataParallel *dp, Bucket *b, Tensor *grads, bool to)
 {
-    copy_range(b, grads, dp->dtype, 0, b->numel, to);
+    copy_range(dp, b, grads, dp->dtype, 0, b->numel, to);
 }
 
 /* This rank's chunk of bucket b: [*lo, *hi) of its elements. */
@@ -163,11 +212,11 @@ typedef enum Collective { SUM_ALL, SUM_OWN, GATHER } Collective;
 
 static CommOp *start_bucket(DataParallel *dp, Bucket *b, Tensor *t, Collective what, Err *e)
 {
-    void *data = b->buf ? b->buf : t[b->first].data;
+    void *data = b->buf ? b->buf : t[dp->order[b->first]].data;
     if (what == GATHER) {
         int64_t lo, hi;
         own_chunk(dp, b, &lo, &hi);
-        copy_range(b, t, COMM_F32, lo, hi, true);
+        copy_range(dp, b, t, COMM_F32, lo, hi, true);
         return comm_all_gather_start(dp->comm, data, b->numel, COMM_F32, e);
     }
     copy_bucket(dp, b, t, true);
@@ -180,29 +229,72 @@ static void finish_bucket(DataParallel *dp, Bucket *b, Tensor *t, Collective wha
     int64_t lo = 0, hi = b->numel;
     if (what == SUM_OWN)
         own_chunk(dp, b, &lo, &hi);
-    copy_range(b, t, what == GATHER ? COMM_F32 : dp->dtype, lo, hi, false);
+    copy_range(dp, b, t, what == GATHER ? COMM_F32 : dp->dtype, lo, hi, false);
 }
 
-/* The collective over every bucket of t[0..n), each started as soon as it is packed. */
-static bool bucketed(DataParallel *dp, Tensor *t, int n, Collective what, Err *e)
+/* Arms the collective over every bucket of t[0..n): dp_step_done starts the buckets a
+ * step finished, dp_finish the rest. */
+static bool arm(DataParallel *dp, Tensor *t, int n, Collective what, Err *e)
 {
+    if (dp->armed) {
+        err_set(e, ERR_INTERNAL, "data-parallel: a reduction armed while another is in flight");
+        return false;
+    }
     if (!dp_plan(dp, t, n, e))
         return false;
-    CommOp *op[MAX_BUCKETS];
-    int started = 0;
-    bool ok = dp->nbucket <= MAX_BUCKETS;
-    if (!ok)
+    if (dp->nbucket > MAX_BUCKETS) {
         err_set(e, ERR_INPUT, "data-parallel: more than %d gradient buckets: raise --bucket-mb",
                 MAX_BUCKETS);
-    for (; ok && started < dp->nbucket; started++)
-        ok = (op[started] = start_bucket(dp, &dp->bucket[started], t, what, e)) != NULL;
-    for (int b = 0; b < started; b++) { /* every started one waited for, even after a failure */
-        bool done = comm_wait(op[b], e);
+        return false;
+    }
+    dp->armed = t, dp->what = what, dp->started = 0, dp->failed = (Err){0};
+    return true;
+}
+
+/* Buckets in order while their gradients are final at `step` (INT_MAX: all). */
+static void start_ready(DataParallel *dp, int step)
+{
+    while (dp->armed && err_ok(&dp->failed) && dp->started < dp->nbucket &&
+           dp->bucket[dp->started].ready <= step) {
+        Bucket *b = &dp->bucket[dp->started];
+        if (!(dp->op[dp->started] = start_bucket(dp, b, dp->armed, dp->what, &dp->failed)))
+            return;
+        dp->started++;
+    }
+}
+
+void dp_step_done(void *ctx, int step) { start_ready(ctx, step); }
+
+/* The rest started, every started one waited for (even after a failure), the results
+ * unpacked. */
+static bool finish(DataParallel *dp, Err *e)
+{
+    start_ready(dp, INT_MAX);
+    bool ok = err_ok(&dp->failed);
+    if (!ok)
+        *e = dp->failed;
+    for (int b = 0; b < dp->started; b++) {
+        bool done = comm_wait(dp->op[b], ok ? e : &(Err){0});
         if (done && ok)
-            finish_bucket(dp, &dp->bucket[b], t, what);
+            finish_bucket(dp, &dp->bucket[b], dp->armed, dp->what);
         ok = ok && done;
     }
+    dp->armed = NULL, dp->started = 0;
     return ok;
+}
+
+/* The collective over every bucket of t[0..n): finishes the one armed for t, or runs it
+ * now, each bucket started as soon as it is packed. */
+static bool bucketed(DataParallel *dp, Tensor *t, int n, Collective what, Err *e)
+{
+    if (dp->armed == t && dp->what == (int)what)
+        return finish(dp, e);
+    return arm(dp, t, n, what, e) && finish(dp, e);
+}
+
+bool dp_arm_sum(DataParallel *dp, Tensor *grads, int n, bool own, Err *e)
+{
+    return arm(dp, grads, n, own ? SUM_OWN : SUM_ALL, e);
 }
 
 bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e)
@@ -227,7 +319,8 @@ int dp_shard(const DataParallel *dp, const Tensor *like, DpSlice *out)
         const Bucket *b = &dp->bucket[k];
         int64_t lo, hi, at = 0;
         own_chunk(dp, b, &lo, &hi);
-        for (int i = b->first; i <= b->last; i++) {
+        for (int k = b->first; k <= b->last; k++) {
+            int i = dp->order[k];
             int64_t n = tensor_numel(&like[i]), from = lo > at ? lo - at : 0;
             int64_t end = hi - at < n ? hi - at : n;
             if (from < end && out)

@@ -23,6 +23,17 @@ void dp_free(DataParallel *dp);
 
 /* Rank 0's values of every tensor, on every rank (the same shapes everywhere). */
 bool dp_broadcast(DataParallel *dp, Tensor *t, int n, Err *e);
+/* Per gradient, the step of the compiled program after which it is final (its buffer's
+ * last use): the buckets follow that order. Before the first reduction; without it they
+ * go from the last parameter back. */
+bool dp_set_order(DataParallel *dp, const int *final_step, int n, Err *e);
+/* Arms the sum of grads[0..n) (all of it, or own: this rank's shard) for the next run:
+ * dp_step_done, the engine's step hook (ctx: the DataParallel), starts each bucket once
+ * the step finishing its gradients is done, and the dp_sum_grads or dp_sum_own_grads
+ * call for the same grads after the run starts the rest and waits. The run must not
+ * write a gradient after its final step, nor anything else touch them until then. */
+bool dp_arm_sum(DataParallel *dp, Tensor *grads, int n, bool own, Err *e);
+void dp_step_done(void *ctx, int step);
 /* grads[0..n) (f32) summed over the ranks, in place, through the buckets. */
 bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e);
 /* *x averaged, or summed, over the ranks (in f32). */

@@ -80,6 +80,8 @@ typedef struct TrainResult {
     int world;                 /* ranks that trained together */
     double comm_s, comm_waited_s; /* data-parallel: seconds the collectives took, and of them
                                   the part the steps waited for (the rest overlapped) */
+    bool overlap;              /* the gradients' sums started during the backward, each
+                                  bucket once its last gradient was final */
 } TrainResult;
 
 /* The model's joint forward-and-backward graph (pipeline/training.h's stages), at the sizes

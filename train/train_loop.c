@@ -51,6 +51,8 @@ typedef struct Run {
     Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
     DataParallel *dp;         /* with other ranks: the collectives (NULL: alone) */
     Zero *zero;               /* --zero: the optimizer over this rank's shard (opt NULL) */
+    bool overlap;             /* the engine starts the gradients' sums during the backward */
+    bool ran;                 /* a run is done (the first may be autotuned: no overlap) */
     const DeviceTraining *dt; /* where the parameters stay on the device (a GPU's): its */
     void *dev;                /* runs and optimizer, the update where the gradients are */
     bool *fetch;         /* on a GPU: the outputs brought home (the loss, not gradients) */
@@ -202,6 +204,32 @@ static bool weights_finite(const Run *r, Err *e)
     return ok;
 }
 
+/* Data-parallel: the gradients' buckets in the order the compiled backward finishes them
+ * (each gradient's buffer's last use) and, where the engine calls back after each step,
+ * their sums started as soon as that step is done. */
+static bool schedule_reduction(Run *r, Err *e)
+{
+    if (!r->dp || r->dev)
+        return true;
+    const Program *p = r->c->p;
+    int *final_step = malloc(((size_t)r->nparam + 1) * sizeof *final_step);
+    if (!final_step) {
+        err_set(e, ERR_MEMORY, "out of memory");
+        return false;
+    }
+    for (int i = 0; i < r->nparam; i++)
+        final_step[i] = p->nstep; /* a gradient no step writes: final at the end */
+    for (int b = 0; b < p->nbuf; b++) {
+        const Buffer *buf = &p->buf[b];
+        if (buf->kind == BUF_OUTPUT && buf->index >= 1 && buf->index <= r->nparam)
+            final_step[buf->index - 1] = buf->last;
+    }
+    bool ok = dp_set_order(r->dp, final_step, r->nparam, e);
+    free(final_step);
+    r->overlap = ok && compiled_on_step(r->c, dp_step_done, r->dp);
+    return ok;
+}
+
 /* The optimizer: over every parameter, or (ZeRO, with other ranks) over this rank's
  * shard of them. */
 static bool make_optimizer(Run *r, Err *e)
@@ -253,7 +281,7 @@ static bool setup(Run *r, const Graph *model, Err *e)
     return ok &&
            (o->weights ? safetensors_bind(g, o->weights, r->params, e) && weights_finite(r, e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
-           make_optimizer(r, e) && on_device(r, e) &&
+           schedule_reduction(r, e) && make_optimizer(r, e) && on_device(r, e) &&
            (!r->dp || dp_broadcast(r->dp, r->params, r->nparam, e));
 }
 
@@ -556,6 +584,17 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
 /* The data-parallel ranks training together (1: alone). */
 static int world_size(const TrainOptions *o) { return o->world.size > 1 ? o->world.size : 1; }
 
+/* The gradients' sum started during the run (data_parallel.h's dp_arm_sum) where the run's
+ * own gradients are what is summed: one micro-batch a step, or ZeRO-2's each micro-batch.
+ * Not at the first run, which max-autotune may follow with reruns of its steps. */
+static bool arm_overlap(Run *r, Err *e)
+{
+    bool outputs_summed = r->o->accum == 1 || (r->zero && r->o->zero >= 2);
+    if (!r->overlap || !r->ran || !outputs_summed)
+        return true;
+    return dp_arm_sum(r->dp, r->outputs + 1, r->nparam, r->zero != NULL, e);
+}
+
 /* One micro-batch: inputs (from the loader or synthetic), the joint graph run (into last
  * step's output tensors, reused), its loss. `draw` counts micro-batches from the start
  * (step * accum + m) and is also the rng step: each micro-batch gets its own dropout masks,
@@ -580,11 +619,13 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
     }
     if (ok) /* data-parallel ranks draw masks of their own: rank k at draw * ranks + k */
         compiled_set_rng_step(r->c, draw * (uint64_t)world_size(r->o) + (uint64_t)r->o->world.rank);
+    ok = ok && arm_overlap(r, e);
     ok = ok && (r->dev ? r->dt->run(r->c->engine, r->inputs, r->params, r->outputs, r->fetch,
                                     e) && compiled_tune(r->c, e)
                        : compiled_run(r->c, r->inputs, r->params, r->outputs, e));
     if (ok)
         *loss = dtype_load(r->outputs[0].dt, r->outputs[0].data, 0) / r->scale;
+    r->ran = r->ran || ok;
     return ok;
 }
 
@@ -926,6 +967,7 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     res->world = world_size(o);
     if (r.dp)
         res->comm_s = dp_comm_seconds(r.dp), res->comm_waited_s = dp_waited_seconds(r.dp);
+    res->overlap = r.overlap;
     if (ok && r.trace)
         ok = write_trace(&r, res, e);
     res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;

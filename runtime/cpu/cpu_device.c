@@ -157,9 +157,15 @@ static void report(const void *en, EngineReport *r)
 static bool set_trace(void *en, Trace *t, Err *e) { return engine_set_trace(en, t, e); }
 static void release(void *en) { engine_free(en); }
 
+static void on_step(void *en, void (*fn)(void *ctx, int step), void *ctx)
+{
+    engine_on_step(en, fn, ctx);
+}
+
 const DeviceOps cpu_device_ops = {
     .available = always, .tune_key = tune_key, .emit = emit, .prepare = prepare,
     .set_trace = set_trace, .run = run, .set_rng_step = set_rng_step, .symbols = symbols,
     .plan = plan, .step_seconds = step_seconds, .tune = tune, .config_size = sizeof(StepConfig),
-    .config = config, .configure = configure, .params_changed = NULL, .report = report,
+    .config = config, .configure = configure, .params_changed = NULL, .on_step = on_step,
+    .report = report,
     .free = release, .training = NULL};

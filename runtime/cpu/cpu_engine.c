@@ -39,6 +39,8 @@ struct Engine {
     EngineStats stats;
     double *step_s;    /* per step, with profiling */
     Trace *trace;      /* engine_set_trace's, else NULL */
+    void (*on_step)(void *ctx, int step); /* engine_on_step's, else NULL */
+    void *on_step_ctx;
     int trace_prog;    /* this program's id in it */
     DType *dts;        /* per buffer */
     void **bufs;       /* per buffer: its base for the current run */
@@ -238,6 +240,11 @@ bool engine_set_trace(Engine *en, Trace *t, Err *e)
     return true;
 }
 
+void engine_on_step(Engine *en, void (*fn)(void *ctx, int step), void *ctx)
+{
+    en->on_step = fn, en->on_step_ctx = ctx;
+}
+
 void engine_configure(Engine *en, int s, const StepConfig *c)
 {
     if (s >= 0 && s < en->p->nstep)
@@ -420,15 +427,15 @@ static bool run_steps(Engine *en, const SymBind *sb, Err *e)
     bool timed = en->step_s || en->trace;
     en->stats = (EngineStats){0};
     for (int s = 0; s < p->nstep; s++) {
-        if (en->skip[s])
-            continue;
         double t0 = timed ? clock_seconds() : 0;
-        if (en->trace)
+        if (en->trace && !en->skip[s])
             pool_trace_tag(en->pool, s); /* the pool's chunks from now on are step s's */
-        if (!run_step(en, s, sb, e))
+        if (!en->skip[s] && !run_step(en, s, sb, e))
             return false;
-        if (timed)
+        if (timed && !en->skip[s])
             step_timed(en, s, t0);
+        if (en->on_step)
+            en->on_step(en->on_step_ctx, s);
     }
     return true;
 }

@@ -100,5 +100,9 @@ const double *engine_step_seconds(const Engine *en);
  * end, and each chunk the pool's threads ran (timed into per-thread buffers, drained after
  * the run). t must outlive the engine. Without a trace an engine times nothing. */
 bool engine_set_trace(Engine *en, Trace *t, Err *e);
+/* fn(ctx, s) after each step s of every run from now on (fn NULL: no more), on the
+ * running thread, so a caller can start on the outputs a step finished while the next
+ * steps run (data parallelism sums gradients during the backward). */
+void engine_on_step(Engine *en, void (*fn)(void *ctx, int step), void *ctx);
 
 #endif

@@ -19,6 +19,7 @@ train adam1 1 16 --steps 20
 train adam2 2 8 --steps 20
 same "$tmp/adam1.json" "$tmp/adam2.json"
 grep -q '"world": 2' "$tmp/two.json"
+grep -q '"overlap": true' "$tmp/two.json" # the sums started during the backward
 grep -q '^\[rank 1\] coil: rank 1 of 2 (local 1 of 2): CPU' "$tmp/two.out" # --bind cores
 if grep -q '^\[rank 1\] {' "$tmp/two.out"; then echo "rank 1 printed progress"; exit 1; fi
 

@@ -12,6 +12,7 @@ sgd="--optimizer sgd --momentum 0.9 --lr 0.05"
 train one 1 16 --steps 20 $sgd --save "$tmp/one"
 train z1 2 8 --steps 20 $sgd --save "$tmp/z1" --zero 1
 same "$tmp/one.json" "$tmp/z1.json" "$tmp/one/checkpoint.safetensors" "$tmp/z1/checkpoint.safetensors"
+grep -q '"overlap": true' "$tmp/z1.json" # reduce-scattered during the backward
 train adam1 1 16 --steps 10
 train adamz 2 8 --steps 10 --zero 1 --bucket-mb 1
 same "$tmp/adam1.json" "$tmp/adamz.json"
