@@ -69,8 +69,8 @@ void coil_tensor_free(coil_tensor *t)
 }
 
 /* Checked elsewhere against the model: here only that t describes some tensor at all. */
-static bool tensor_view(const coil_tensor *t, const char *what, const char *name, Tensor *out,
-                        coil_error *err)
+bool api_tensor_view(const coil_tensor *t, const char *what, const char *name, Tensor *out,
+                     coil_error *err)
 {
     static char empty; /* data of a view with no elements */
     int64_t n = coil_tensor_numel(t);
@@ -93,8 +93,8 @@ static bool tensor_view(const coil_tensor *t, const char *what, const char *name
 }
 
 /* The dtype, rank and static dims of t must be want's; symbolic dims bind when it runs. */
-static bool check_type(const Graph *g, const Type *want, const Tensor *t, const char *what,
-                       const char *name, coil_error *err)
+bool api_check_type(const Graph *g, const Type *want, const Tensor *t, const char *what,
+                    const char *name, coil_error *err)
 {
     bool same_kind = t->dt == want->dt && t->rank == want->rank;
     int bad = -1;
@@ -180,6 +180,7 @@ void coil_free(coil_model *model)
     if (!model)
         return;
     params_free(model->params, model->count[COIL_PARAM]);
+    api_model_extras_free(model);
     compiled_free(model->compiled);
     free(model->package);
     graph_free(model->g);
@@ -204,6 +205,8 @@ static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error 
     if (opt->device && !device_find(opt->device))
         return api_fail(err, COIL_ERR_USAGE, "coil_options: device '%s', expected %s", opt->device,
                     device_names());
+    if (!api_options_check(opt, err))
+        return false;
     *mo = (ModelOptions){opt->overrides, opt->noverrides, opt->training, opt->seed};
     return true;
 }
@@ -219,6 +222,10 @@ coil_model *api_model_from_graph(Graph *g, const coil_options *opt, Err *e, coil
         m->interpret = opt->interpret;
         m->threads = opt->threads > 0 ? opt->threads : 0;
         m->device = device_find(opt->device); /* checked by the options */
+    }
+    if (m && !api_options_apply(m, opt, err)) {
+        coil_free(m);
+        return NULL;
     }
     return m;
 }
@@ -341,28 +348,6 @@ static Tensor *params_alloc(const coil_model *m, coil_error *err)
     return p;
 }
 
-static bool bind_sizes(const Graph *g, const coil_dim_size *sizes, int nsizes, SymBind *sb,
-                       coil_error *err)
-{
-    memset(sb, 0, sizeof *sb);
-    if (nsizes < 0 || (nsizes > 0 && !sizes))
-        return api_fail(err, COIL_ERR_USAGE, "coil_init_params: %d sizes but sizes is %s", nsizes,
-                    sizes ? "set" : "NULL");
-    for (int i = 0; i < nsizes; i++) {
-        const char *sym = sizes[i].symbol;
-        int s = sym ? graph_sym_find(g, sym, strlen(sym)) : -1;
-        if (!sym || sizes[i].size < 0)
-            return api_fail(err, COIL_ERR_USAGE, "coil_init_params: size %d: %s", i,
-                        sym ? "the size is negative" : "the symbol is NULL");
-        if (s < 0)
-            return api_fail(err, COIL_ERR_USAGE, "coil_init_params: graph @%s has no symbolic "
-                        "dimension '%s'", g->name ? g->name : "?", sym);
-        sb->val[s] = sizes[i].size;
-        sb->known[s] = true;
-    }
-    return true;
-}
-
 /* Every symbol a parameter's shape uses must have been sized. */
 static bool params_sized(const coil_model *m, const SymBind *sb, coil_error *err)
 {
@@ -389,7 +374,8 @@ bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *siz
     api_err_clear(err);
     if (!model)
         return api_fail(err, COIL_ERR_USAGE, "coil_init_params: the model is NULL");
-    if (!bind_sizes(model->g, sizes, nsizes, &sb, err) || !params_sized(model, &sb, err))
+    if (!api_bind_sizes(model->g, "coil_init_params", sizes, nsizes, &model->dims, &sb, err) ||
+        !params_sized(model, &sb, err))
         return false;
     Tensor *fresh = params_alloc(model, err);
     if (!fresh)
@@ -430,8 +416,8 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
         return api_fail(err, COIL_ERR_USAGE, "coil_set_param: %s", !model ? "the model is NULL"
                     : !info ? "the index is out of range" : "the value is NULL");
     const Type *want = &model->g->node[model->param_id[index]].type;
-    if (!tensor_view(value, "parameter", info->name, &view, err) ||
-        !check_type(model->g, want, &view, "parameter", info->name, err))
+    if (!api_tensor_view(value, "parameter", info->name, &view, err) ||
+        !api_check_type(model->g, want, &view, "parameter", info->name, err))
         return false;
     if (!tensor_alloc(&copy, view.dt, view.rank, view.shape, &e))
         return api_fail_err(err, &e);
@@ -445,7 +431,7 @@ bool coil_set_param(coil_model *model, int index, const coil_tensor *value, coil
 /* ---------------------------------------------------------------- running */
 
 /* "x, labels": the names of items of a kind, for messages. */
-static const char *name_list(const coil_model *m, coil_kind kind, char *buf, size_t size)
+const char *api_name_list(const coil_model *m, coil_kind kind, char *buf, size_t size)
 {
     size_t used = 0;
     snprintf(buf, size, "none");
@@ -462,23 +448,23 @@ static bool check_counts(const coil_model *m, const coil_tensor *inputs, int nin
     if (ninputs != m->count[COIL_INPUT])
         return api_fail(err, COIL_ERR_USAGE, "coil_run: model @%s takes %d inputs (%s), given %d",
                     m->g->name, m->count[COIL_INPUT],
-                    name_list(m, COIL_INPUT, names, sizeof names), ninputs);
+                    api_name_list(m, COIL_INPUT, names, sizeof names), ninputs);
     if (noutputs != m->count[COIL_OUTPUT])
         return api_fail(err, COIL_ERR_USAGE, "coil_run: model @%s has %d outputs (%s), room given "
                     "for %d", m->g->name, m->count[COIL_OUTPUT],
-                    name_list(m, COIL_OUTPUT, names, sizeof names), noutputs);
+                    api_name_list(m, COIL_OUTPUT, names, sizeof names), noutputs);
     if ((ninputs > 0 && !inputs) || (noutputs > 0 && !outputs))
         return api_fail(err, COIL_ERR_USAGE, "coil_run: the %s array is NULL",
                     ninputs > 0 && !inputs ? "inputs" : "outputs");
     return true;
 }
 
-static bool check_params(const coil_model *m, coil_error *err)
+bool api_check_params(const coil_model *m, const char *fn, coil_error *err)
 {
     for (int i = 0; i < m->count[COIL_PARAM]; i++)
         if (!m->params[i].data)
-            return api_fail(err, COIL_ERR_USAGE, "coil_run: parameter '%s' has no value: call "
-                        "coil_init_params, coil_load_weights or coil_set_param first",
+            return api_fail(err, COIL_ERR_USAGE, "%s: parameter '%s' has no value: call "
+                        "coil_init_params, coil_load_weights or coil_set_param first", fn,
                         m->info[COIL_PARAM][i].name);
     return true;
 }
@@ -488,24 +474,26 @@ static bool input_views(const coil_model *m, const coil_tensor *inputs, Tensor *
 {
     for (int i = 0; i < m->count[COIL_INPUT]; i++) {
         const char *name = m->info[COIL_INPUT][i].name;
-        if (!tensor_view(&inputs[i], "input", name, &views[i], err) ||
-            !check_type(m->g, &m->g->node[m->g->input[i]].type, &views[i], "input", name, err))
+        if (!api_tensor_view(&inputs[i], "input", name, &views[i], err) ||
+            !api_check_type(m->g, &m->g->node[m->g->input[i]].type, &views[i], "input", name, err))
             return false;
     }
     return true;
 }
 
-/* Run the compiled model (compiled now at the first call) or the interpreter. */
-static bool evaluate(coil_model *m, const Tensor *inputs, Tensor *res, Err *e)
+bool api_evaluate(coil_model *m, const Tensor *inputs, Tensor *res, Err *e)
 {
     if (m->interpret)
         return interp_run_at(m->g, m->rng_step, inputs, m->params, res, NULL, e);
-    CompileOptions o = {.threads = m->threads, .device = m->device};
-    if (!m->compiled && !(m->compiled = m->package ? package_load(m->package, m->g, &o, e)
-                                                   : compile_graph(m->g, &o, e)))
+    SymBind sb; /* max-autotune pads GEMMs for the first run's sizes, as `coil run` does */
+    Err unbound = {0};
+    bool sized = m->compiled || bind_inputs(m->g, inputs, &sb, &unbound);
+    if (!api_ensure_compiled(m, sized && !m->compiled ? &sb : NULL, e))
         return false;
     compiled_set_rng_step(m->compiled, m->rng_step);
-    return compiled_run(m->compiled, inputs, m->params, res, e);
+    bool ok = compiled_run(m->compiled, inputs, m->params, res, e);
+    m->runs += ok;
+    return ok;
 }
 
 /* Hand the outputs to the caller (same allocator: coil_tensor_free frees). */
@@ -535,7 +523,7 @@ bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_te
         memset(&outputs[i], 0, sizeof outputs[i]); /* never past what either count allows */
     if (!model)
         return api_fail(err, COIL_ERR_USAGE, "coil_run: the model is NULL");
-    if (!check_counts(model, inputs, ninputs, outputs, noutputs, err) || !check_params(model, err))
+    if (!check_counts(model, inputs, ninputs, outputs, noutputs, err) || !api_check_params(model, "coil_run", err))
         return false;
     Tensor *views = calloc((size_t)ninputs + 1, sizeof *views);
     Tensor *res = calloc((size_t)noutputs + 1, sizeof *res);
@@ -544,7 +532,7 @@ bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs, coil_te
     if (!ok)
         api_fail(err, COIL_ERR_MEMORY, "coil_run: out of memory");
     ok = ok && input_views(model, inputs, views, err);
-    if (ok && !(ok = evaluate(model, views, res, &e)))
+    if (ok && !(ok = api_evaluate(model, views, res, &e)))
         api_fail_err(err, &e);
     if (ok)
         outputs_give(res, outputs, noutputs);

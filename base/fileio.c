@@ -122,7 +122,7 @@ bool make_dir(const char *dir, const char *what, Err *e)
     struct stat st;
     if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
         return true;
-    err_set(e, ERR_INPUT, "%s: cannot create the %s directory: %s", dir, what,
+    err_set(e, ERR_IO, "%s: cannot create the %s directory: %s", dir, what,
             errno == EEXIST ? "a file is in the way" : strerror(errno));
     return false;
 }

@@ -1,9 +1,12 @@
 /* coil.h — the public C API of coil, the only header a program embedding coil includes:
  * load a model, inspect its signature, give its parameters values, run it on host tensors.
+ * docs/API.md walks through all of it with a complete example program.
  *
  * coil_run compiles the model for the CPU at its first call (fusion, LLVM: milliseconds to
- * a second) and runs the compiled kernels from then on; coil_options.interpret asks for the
- * reference interpreter instead (every op in f64, rounded to its dtype: exact, slow).
+ * a second) and runs the compiled kernels from then on, unless coil_prepare compiled it
+ * ahead; coil_save writes the package `coil compile -o` writes, which coil_load maps with
+ * no compiling. coil_options.interpret asks for the reference interpreter instead (every
+ * op in f64, rounded to its dtype: exact, slow).
  *
  * Conventions:
  * - Functions taking `coil_error *err` report failure through it (err may be NULL when the
@@ -113,8 +116,15 @@ COIL_API void coil_tensor_free(coil_tensor *t);
 
 typedef struct coil_model coil_model;
 
+/* The size of a symbolic dimension, by name: {"B", 8}. */
+typedef struct coil_dim_size {
+    const char *symbol;
+    int64_t size;
+} coil_dim_size;
+
 /* How to load a model. A NULL coil_options means all defaults (zero-initialise to get
- * them: `coil_options o = {0};`). */
+ * them: `coil_options o = {0};`). The fields are `coil run`'s and `coil compile`'s flags;
+ * fields are only ever added at the end. */
 typedef struct coil_options {
     const char *const *overrides; /* "name=value" config overrides of a .coil model, like
                                      `coil run --set`; the last one for a name wins */
@@ -126,6 +136,21 @@ typedef struct coil_options {
     const char *device; /* NULL or "cpu": this CPU; "cuda": the first NVIDIA GPU (kernels by
                            NVRTC, GEMMs on cuBLAS; inputs and outputs stay host tensors).
                            Without a usable GPU the first coil_run fails saying why. */
+    const char *mode;   /* as --mode: NULL or "default" (the heuristics), "reduce-overhead"
+                           (on a GPU each run replayed as a CUDA graph; on the CPU as default),
+                           "max-autotune" (every kernel's candidates measured at the first run
+                           of each size, the fastest kept in the cache). Any other name is
+                           COIL_ERR_USAGE listing these. */
+    const char *cache;  /* as --cache: max-autotune's cache file (NULL: $COIL_CACHE_DIR/
+                           autotune.json, else ~/.cache/coil/autotune.json) */
+    const coil_dim_size *dims; /* as --dim: symbol sizes known ahead (copied at load). They
+                           size coil_prepare's warm-up and coil_init_params' parameter
+                           symbols when those calls give none, plan.json in coil_save's
+                           package, and where max-autotune pads GEMMs. A symbol the model
+                           lacks is COIL_ERR_USAGE. */
+    int ndims;
+    bool profile;       /* time every step of compiled runs for coil_get_profile (a clock
+                           read per step) */
 } coil_options;
 
 /* Load a model file: .cir (IR text) or .coil (the model language), by extension; or a
@@ -173,17 +198,11 @@ COIL_API int coil_find(const coil_model *model, coil_kind kind, const char *name
 
 /* ---------------------------------------------------------------- parameters */
 
-/* The size of a symbolic dimension, by name: {"B", 8}. */
-typedef struct coil_dim_size {
-    const char *symbol;
-    int64_t size;
-} coil_dim_size;
-
 /* Give every parameter its initial value from its initializer (zeros, ones, normal,
  * uniform, xavier, kaiming), drawn from Philox streams keyed by seed and the parameter's
  * name, so the values match `coil run --seed`. sizes[0..nsizes) size the symbols that
- * parameter shapes use (rare; NULL/0 when none do): a parameter with an unsized symbol is
- * an error naming both. On failure the parameters keep their previous values. */
+ * parameter shapes use (rare; NULL/0 when none do; coil_options.dims fill in the rest): a
+ * parameter with an unsized symbol is an error naming both. On failure the parameters keep their previous values. */
 COIL_API bool coil_init_params(coil_model *model, uint64_t seed, const coil_dim_size *sizes,
                                int nsizes, coil_error *err);
 
@@ -219,6 +238,98 @@ COIL_API bool coil_run(coil_model *model, const coil_tensor *inputs, int ninputs
  * own step for a new mask, the same step for the same mask (a forward and its backward).
  * Nothing is recompiled; step 0 draws what earlier versions of coil drew. */
 COIL_API bool coil_set_rng_step(coil_model *model, uint64_t step, coil_error *err);
+
+/* ---------------------------------------------------------------- compiling ahead */
+
+/* Warm the model up now, so that no coil_run pays for it: compile it (or map a package's
+ * kernels), then, when every input's size is known (sizes[0..nsizes), coil_options.dims for
+ * the symbols those leave out, or an input with no symbols) and every parameter has a
+ * value, run it once on zeros at those sizes, which plans its memory and, with
+ * max-autotune, tunes its kernels (and pads its GEMMs for those sizes). Sizes given here
+ * ask for that run: an input they leave unsized, or a parameter without a value, is then
+ * COIL_ERR_USAGE naming it. A model already compiled is not compiled again; an interpreted
+ * one has nothing to prepare. Compile errors are reported here as coil_run would. */
+COIL_API bool coil_prepare(coil_model *model, const coil_dim_size *sizes, int nsizes,
+                           coil_error *err);
+
+/* Write the package `coil compile MODEL -o dir` writes (model.cir, program.loop, plan.json,
+ * the kernels' object or, for device "cuda", CUDA C and a cubin; a manifest with each
+ * file's SHA-256 written last, every file atomically), creating dir; coil_load and `coil run
+ * dir` load it without compiling. The model is compiled for it if it is not yet (and keeps
+ * the compiled code for its runs); options as loaded (mode max-autotune: the device
+ * compiler's full optimisation; dims: plan.json's offsets). A failed write is COIL_ERR_IO
+ * or COIL_ERR_FILE naming the file; the directory then holds no manifest, so no package. */
+COIL_API bool coil_save(coil_model *model, const char *dir, coil_error *err);
+
+/* ---------------------------------------------------------------- running by name */
+
+/* Evaluate the model as coil_run does, with inputs and outputs matched by name and the
+ * outputs written where the caller says (ONNX Runtime's Run with its IoBinding's host
+ * side):
+ * - input_names[i] names inputs[i]: any order, every input exactly once (ninputs is
+ *   coil_count(model, COIL_INPUT)); input_names NULL: the signature's order.
+ * - output_names[0..noutputs) chooses the outputs returned, in that order, each at most
+ *   once; output_names NULL: all of them in the signature's order (noutputs their count).
+ * - outputs[i] with data set is the caller's buffer: its dtype, rank and shape must be the
+ *   output's at these inputs (checked before anything runs: COIL_ERR_SHAPE naming the
+ *   output and both types) and the result is written into it (copied from coil's own
+ *   output buffer, which is reused from call to call: nothing is allocated per call once
+ *   the sizes repeat). With data NULL (zero the struct) coil allocates the tensor and
+ *   outputs[i] describes it: free it with coil_tensor_free.
+ * Unknown, repeated or missing names are COIL_ERR_USAGE listing the model's. On failure
+ * every outputs[i] is as it was (a caller's buffer untouched). */
+COIL_API bool coil_run_named(coil_model *model, const char *const *input_names,
+                             const coil_tensor *inputs, int ninputs,
+                             const char *const *output_names, coil_tensor *outputs,
+                             int noutputs, coil_error *err);
+
+/* ---------------------------------------------------------------- IR dumps */
+
+/* The model at a stage of the compiler, as text (`coil dump --after STAGE`, `coil compile
+ * --emit`): "input" (the IR as loaded: for a package, its optimised IR), the name of a
+ * pass of the device's pipeline ("verify", "decompose", "colsum", "fold", "cse", "dce":
+ * the graph after it), "fuse" (the optimised graph, its fusion plan as comments), "lower"
+ * (the loop IR), and the kernels' code: on the CPU "llvm-ir" and "asm", on a GPU "cuda"
+ * (CUDA C) and "ptx". A compiled model's later stages are those of what runs. An unknown
+ * stage is COIL_ERR_USAGE listing the model's. The string is the caller's: release it with
+ * coil_string_free. */
+COIL_API char *coil_dump(const coil_model *model, const char *stage, coil_error *err);
+/* The same written to path (atomically: whole or not at all). */
+COIL_API bool coil_dump_file(const coil_model *model, const char *stage, const char *path,
+                             coil_error *err);
+/* Release a string coil returned; NULL is a no-op. */
+COIL_API void coil_string_free(char *s);
+
+/* ---------------------------------------------------------------- profile */
+
+/* One step of the compiled program (a fused kernel, a GEMM with its epilogue, attention),
+ * as `coil bench --profile` lists them. */
+typedef struct coil_step_time {
+    int step;            /* its place in the program */
+    const char *name;    /* "fc1: gemm+relu": the layer it computes and what */
+    const char *layer;   /* "fc1" (the parameters' prefix); "" when nothing names one */
+    const char *kind;    /* "kernel", "gemm", "attention" */
+    double ms;           /* per run, averaged over the runs counted */
+    double share;        /* of a whole run (the steps' sum), 0..1 */
+    double flops;        /* at the latest run's sizes */
+    int64_t bytes;       /* the buffers it reads and writes, each once */
+} coil_step_time;
+
+typedef struct coil_profile {
+    int64_t runs;                /* the runs counted */
+    double ms;                   /* a whole run: the steps' sum */
+    int nsteps;
+    const coil_step_time *steps; /* every step, slowest first; owned by the model, valid
+                                    until the next coil_get_profile or coil_free */
+} coil_profile;
+
+/* The steps' times over the runs since the model was compiled, since coil_prepare's
+ * warm-up, or since coil_reset_profile. Needs a model loaded with coil_options.profile
+ * and compiled (not interpreted), and at least one run since then (else COIL_ERR_USAGE
+ * saying which). */
+COIL_API bool coil_get_profile(coil_model *model, coil_profile *out, coil_error *err);
+/* Count from now on (leave out the first runs, say). */
+COIL_API bool coil_reset_profile(coil_model *model, coil_error *err);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,8 @@
     m = coil.load("examples/tiny.coil")          # or a package directory, or coil.compile(text)
     m.init_params(seed=0, dims={"B": 4})         # or m.load_weights("model.safetensors")
     logits, probs = m(np.ones((4, 16), np.float32))
+    probs, = m.run({"x": x}, outputs=["probs"], out=[buf])   # by name, into buf
+    m.prepare(dims={"B": 4}); m.save("tiny.pkg")              # compile ahead; a package
 
 Outputs are NumPy arrays that own coil's buffers (no copy; torch.from_numpy makes them
 tensors without one); inputs are read in place when they are C-contiguous arrays (or CPU
@@ -18,7 +20,9 @@ import subprocess
 
 import numpy as np
 
-__all__ = ["Error", "Model", "load", "compile", "version"]
+__all__ = ["Error", "Model", "load", "compile", "version", "MODES"]
+
+MODES = ("default", "reduce-overhead", "max-autotune")  # coil_options.mode, as --mode
 
 MAX_RANK = 8
 _DTYPES = ["float32", "float16", None, "int8", "int32", "int64", "bool"]  # coil_dtype order
@@ -44,11 +48,17 @@ class _Err(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 1024)]
 
 
+class _DimSize(ctypes.Structure):
+    _fields_ = [("symbol", ctypes.c_char_p), ("size", ctypes.c_int64)]
+
+
 class _Options(ctypes.Structure):
     _fields_ = [("overrides", ctypes.POINTER(ctypes.c_char_p)), ("noverrides", ctypes.c_int),
                 ("training", ctypes.c_bool), ("seed", ctypes.c_uint64),
                 ("interpret", ctypes.c_bool), ("threads", ctypes.c_int),
-                ("device", ctypes.c_char_p)]
+                ("device", ctypes.c_char_p), ("mode", ctypes.c_char_p),
+                ("cache", ctypes.c_char_p), ("dims", ctypes.POINTER(_DimSize)),
+                ("ndims", ctypes.c_int), ("profile", ctypes.c_bool)]
 
 
 class _Info(ctypes.Structure):
@@ -57,8 +67,15 @@ class _Info(ctypes.Structure):
                 ("dim", ctypes.c_char_p * MAX_RANK), ("init", ctypes.c_char_p)]
 
 
-class _DimSize(ctypes.Structure):
-    _fields_ = [("symbol", ctypes.c_char_p), ("size", ctypes.c_int64)]
+class _StepTime(ctypes.Structure):
+    _fields_ = [("step", ctypes.c_int), ("name", ctypes.c_char_p), ("layer", ctypes.c_char_p),
+                ("kind", ctypes.c_char_p), ("ms", ctypes.c_double), ("share", ctypes.c_double),
+                ("flops", ctypes.c_double), ("bytes", ctypes.c_int64)]
+
+
+class _Profile(ctypes.Structure):
+    _fields_ = [("runs", ctypes.c_int64), ("ms", ctypes.c_double), ("nsteps", ctypes.c_int),
+                ("steps", ctypes.POINTER(_StepTime))]
 
 
 def _candidates():
@@ -101,6 +118,17 @@ for name, res, args in [
         ("coil_run", ctypes.c_bool, [_P, ctypes.POINTER(_Tensor), ctypes.c_int,
                                      ctypes.POINTER(_Tensor), ctypes.c_int, _E]),
         ("coil_set_rng_step", ctypes.c_bool, [_P, ctypes.c_uint64, _E]),
+        ("coil_prepare", ctypes.c_bool, [_P, ctypes.POINTER(_DimSize), ctypes.c_int, _E]),
+        ("coil_save", ctypes.c_bool, [_P, ctypes.c_char_p, _E]),
+        ("coil_run_named", ctypes.c_bool, [_P, ctypes.POINTER(ctypes.c_char_p),
+                                           ctypes.POINTER(_Tensor), ctypes.c_int,
+                                           ctypes.POINTER(ctypes.c_char_p),
+                                           ctypes.POINTER(_Tensor), ctypes.c_int, _E]),
+        ("coil_dump", ctypes.c_void_p, [_P, ctypes.c_char_p, _E]),
+        ("coil_dump_file", ctypes.c_bool, [_P, ctypes.c_char_p, ctypes.c_char_p, _E]),
+        ("coil_string_free", None, [ctypes.c_void_p]),
+        ("coil_get_profile", ctypes.c_bool, [_P, ctypes.POINTER(_Profile), _E]),
+        ("coil_reset_profile", ctypes.c_bool, [_P, _E]),
         ("coil_tensor_free", None, [ctypes.POINTER(_Tensor)])]:
     fn = getattr(_lib, name)
     fn.restype, fn.argtypes = res, args
@@ -116,13 +144,26 @@ def _check(ok, err):
         raise Error(err.code, err.message.decode(errors="replace"))
 
 
-def _options(device, threads, overrides, training, seed, interpret):
+def _dims(dims):
+    """{"B": 4} as a coil_dim_size array (kept alive by the caller) and its length."""
+    dims = dims or {}
+    arr = (_DimSize * max(len(dims), 1))(*[_DimSize(k.encode(), v) for k, v in dims.items()])
+    return arr, len(dims)
+
+
+def _options(device, threads, overrides, training, seed, interpret, mode=None, cache=None,
+             dims=None, profile=False):
     o = _Options()
     items = [f"{k}={v}".encode() for k, v in (overrides or {}).items()]
     o._keep = (ctypes.c_char_p * max(len(items), 1))(*items)
     o.overrides, o.noverrides = o._keep, len(items)
     o.training, o.seed, o.interpret, o.threads = training, seed, interpret, threads
     o.device = device.encode() if device else None
+    o.mode = mode.encode() if mode else None
+    o.cache = os.fsencode(cache) if cache else None
+    o._dims, o.ndims = _dims(dims)
+    o.dims = o._dims
+    o.profile = profile
     return o
 
 
@@ -163,11 +204,99 @@ class Model:
 
     def init_params(self, seed=0, dims=None):
         """Every parameter from its initializer, drawn from seed; dims size the symbols."""
-        dims = dims or {}
-        arr = (_DimSize * max(len(dims), 1))(*[_DimSize(k.encode(), v) for k, v in dims.items()])
+        arr, n = _dims(dims)
         err = _Err()
-        _check(_lib.coil_init_params(self._m, seed, arr, len(dims), ctypes.byref(err)), err)
+        _check(_lib.coil_init_params(self._m, seed, arr, n, ctypes.byref(err)), err)
         return self
+
+    def prepare(self, dims=None):
+        """Compile now (or map a package's kernels) and, with every input sized (dims, the
+        load's dims) and the parameters set, run once on zeros: the first call after it
+        compiles nothing."""
+        arr, n = _dims(dims)
+        err = _Err()
+        _check(_lib.coil_prepare(self._m, arr, n, ctypes.byref(err)), err)
+        return self
+
+    def save(self, path):
+        """Write the package `coil compile -o path` writes; coil.load(path) maps it."""
+        err = _Err()
+        _check(_lib.coil_save(self._m, os.fsencode(path), ctypes.byref(err)), err)
+        return self
+
+    def dump(self, stage="input", path=None):
+        """The IR at a stage ("input", a pass such as "cse", "fuse", "lower", "llvm-ir",
+        "asm"): its text, or written to path (then None)."""
+        err = _Err()
+        if path is not None:
+            _check(_lib.coil_dump_file(self._m, stage.encode(), os.fsencode(path),
+                                       ctypes.byref(err)), err)
+            return None
+        text = _lib.coil_dump(self._m, stage.encode(), ctypes.byref(err))
+        _check(text, err)
+        try:
+            return ctypes.string_at(text).decode()
+        finally:
+            _lib.coil_string_free(text)
+
+    def profile(self, reset=False):
+        """Each compiled step's time per run since compiling, prepare or the last reset, as
+        `coil bench --profile` lists them, slowest first (a model loaded with profile=True):
+        {"runs", "ms", "steps": [{"step", "name", "layer", "kind", "ms", "share", "flops",
+        "bytes"}, ...]}. reset=True counts from then on."""
+        p, err = _Profile(), _Err()
+        _check(_lib.coil_get_profile(self._m, ctypes.byref(p), ctypes.byref(err)), err)
+        steps = [{k: getattr(p.steps[i], k) for k, _ in _StepTime._fields_}
+                 for i in range(p.nsteps)]
+        for s in steps:
+            for k in ("name", "layer", "kind"):
+                s[k] = s[k].decode()
+        if reset:
+            _check(_lib.coil_reset_profile(self._m, ctypes.byref(err)), err)
+        return {"runs": p.runs, "ms": p.ms, "steps": steps}
+
+    def run(self, inputs, outputs=None, out=None):
+        """Inputs by name ({"x": array}, any order; or a sequence in the model's order),
+        the outputs named in `outputs` (default all), in that order. out: arrays to write
+        them into (a sequence parallel to outputs, or {name: array}; C-contiguous, writable,
+        of the output's dtype and shape, which coil checks); None where coil should
+        allocate. Returns a tuple (an out array itself where one was given)."""
+        if not isinstance(inputs, dict):
+            if len(inputs) != len(self.inputs):
+                raise Error(2, f"{len(inputs)} inputs given; the model takes "
+                            f"{len(self.inputs)}: {', '.join(self.inputs)}")
+            inputs = dict(zip(self.inputs, inputs))
+        names = list(self.outputs if outputs is None else outputs)
+        if isinstance(out, dict):
+            out = [out.get(n) for n in names]
+        out = list(out) if out is not None else [None] * len(names)
+        if len(out) != len(names):
+            raise Error(2, f"out: {len(out)} arrays for {len(names)} outputs ({', '.join(names)})")
+        ins = (_Tensor * max(len(inputs), 1))()
+        in_names = (ctypes.c_char_p * max(len(inputs), 1))()
+        keep = []
+        for i, (name, a) in enumerate(inputs.items()):
+            if name in self.inputs:  # the input's dtype; an unknown name is coil's to report
+                dt, np_dt = self._in[self.inputs.index(name)]
+                a = np.ascontiguousarray(a, dtype=np_dt)
+            else:
+                a = np.ascontiguousarray(a)
+                dt = _coil_dtype(a, name)
+            keep.append(a)
+            _fill(ins[i], a, dt)
+            in_names[i] = name.encode()
+        outs = (_Tensor * max(len(names), 1))()
+        out_names = (ctypes.c_char_p * max(len(names), 1))(*[n.encode() for n in names])
+        for i, a in enumerate(out):
+            if a is not None:
+                if not (isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.writeable):
+                    raise Error(2, f"out for '{names[i]}': give a C-contiguous, writable NumPy "
+                                "array (or None: coil allocates)")
+                _fill(outs[i], a, _coil_dtype(a, names[i]))
+        err = _Err()
+        _check(_lib.coil_run_named(self._m, in_names, ins, len(inputs), out_names, outs,
+                                   len(names), ctypes.byref(err)), err)
+        return tuple(a if a is not None else _adopt(outs[i]) for i, a in enumerate(out))
 
     def load_weights(self, path):
         """Parameters by name from a .safetensors file."""
@@ -205,6 +334,24 @@ class Model:
         return result[0] if len(result) == 1 else tuple(result)
 
 
+def _coil_dtype(a, name):
+    """The coil_dtype of a NumPy array (uint16: bf16's bits)."""
+    if a.dtype == np.uint16:
+        return _BF16
+    if a.dtype.name in _DTYPES:
+        return _DTYPES.index(a.dtype.name)
+    raise Error(5, f"'{name}': NumPy dtype {a.dtype} is none of coil's (float32, float16, "
+                "uint16 for bf16's bits, int8, int32, int64, bool)")
+
+
+def _fill(t, a, dt):
+    """t describes the contiguous array a, read or written in place."""
+    t.dtype, t.rank = dt, a.ndim
+    for d, s in enumerate(a.shape):
+        t.shape[d] = s
+    t.data = a.ctypes.data
+
+
 class _Array(np.ndarray):
     """An ndarray over a buffer coil allocated, freed with the last view of it."""
 
@@ -223,9 +370,13 @@ def _adopt(t):
     return a
 
 
-def load(path, device=None, threads=0, overrides=None, training=False, seed=0, interpret=False):
-    """A model file (.coil, .cir) or a package directory `coil compile` wrote."""
-    o = _options(device, threads, overrides, training, seed, interpret)
+def load(path, device=None, threads=0, overrides=None, training=False, seed=0, interpret=False,
+         mode=None, cache=None, dims=None, profile=False):
+    """A model file (.coil, .cir) or a package directory `coil compile` wrote. mode: one of
+    MODES (as --mode); cache: max-autotune's cache file (--cache); dims: symbol sizes known
+    ahead ({"B": 8}, as --dim); profile: time each step for Model.profile()."""
+    o = _options(device, threads, overrides, training, seed, interpret, mode, cache, dims,
+                 profile)
     err = _Err()
     m = _lib.coil_load(os.fsencode(path), ctypes.byref(o), ctypes.byref(err))
     _check(m, err)
@@ -233,9 +384,11 @@ def load(path, device=None, threads=0, overrides=None, training=False, seed=0, i
 
 
 def compile(source, name="model.coil", device=None, threads=0, overrides=None, training=False,
-            seed=0, interpret=False):
-    """A model from its text: the .coil language when name ends in .coil, else IR text."""
-    o = _options(device, threads, overrides, training, seed, interpret)
+            seed=0, interpret=False, mode=None, cache=None, dims=None, profile=False):
+    """A model from its text: the .coil language when name ends in .coil, else IR text.
+    Options as for load."""
+    o = _options(device, threads, overrides, training, seed, interpret, mode, cache, dims,
+                 profile)
     err = _Err()
     text = source.encode()
     m = _lib.coil_load_text(name.encode(), text, len(text), ctypes.byref(o), ctypes.byref(err))

@@ -3,7 +3,8 @@
 # into an empty prefix; a C program (tests/install/consumer.c, which also defines a
 # json_parse of its own) built with nothing but `pkg-config --cflags --libs coil` and run
 # on examples/tiny.coil, on a package `coil compile` wrote, and linked statically; a C++
-# program built by CMake through find_package(coil) and coil::coil; the installed coil
+# program built by CMake through find_package(coil) and coil::coil; docs/API.md's example
+# (examples/api_example.c, checked to be the one the document shows); the installed coil
 # command; libcoil.so and libcoil.a defining only coil_ symbols.
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -25,6 +26,20 @@ echo "== a package coil compile wrote, loaded and run through the API: the same 
 "$prefix/bin/coil" compile "$root/examples/tiny.coil" -o "$tmp/pkg" > /dev/null
 "$tmp/consumer" "$tmp/pkg" | tee "$tmp/pkg.out"
 cmp "$tmp/c.out" "$tmp/pkg.out"
+
+echo "== docs/API.md's example program: shown there verbatim, built and run as a user would"
+awk '/^<!-- examples\/api_example.c, verbatim -->$/ {found = 1; next}
+     found && !inside && /^```c$/ {inside = 1; next}
+     inside && /^```$/ {exit}
+     inside {print}' "$root/docs/API.md" > "$tmp/api_example.md.c"
+cmp "$tmp/api_example.md.c" "$root/examples/api_example.c" ||
+    { echo "docs/API.md's example is not examples/api_example.c: copy the file into it"; exit 1; }
+cc -std=c99 -Wall -Werror "$root/examples/api_example.c" -o "$tmp/api_example" \
+    $(pkg-config --cflags --libs coil) -lm -Wl,-rpath,"$(pkg-config --variable=libdir coil)"
+"$tmp/api_example" "$root/examples/tiny.coil" "$tmp/example.pkg" | tee "$tmp/example.out"
+grep -q "^package $tmp/example.pkg: the same outputs$" "$tmp/example.out"
+grep -q "^error 5: input 'x': expected f32\[B,16\], got f32\[4,15\]" "$tmp/example.out"
+"$prefix/bin/coil" run "$tmp/example.pkg" --dim B=2 | grep -q '^probs f32\[2,10\] sum='
 
 echo "== the same program linked statically: libcoil.a defines no global but the coil_ API"
 cc -std=c99 -Wall -Werror "$root/tests/install/consumer.c" -o "$tmp/consumer_static" \
