@@ -49,7 +49,16 @@ struct Pool {
     pthread_cond_t cv;
     TraceBuf *trace; /* per thread while tracing, else NULL; written between jobs only */
     int tag;         /* the job's tag for traced chunks (part of the job, like fn) */
+    bool shared;     /* made by pool_shared (set before anyone else sees the pool) */
+    int users;       /* a shared pool's, under shared_mu */
+    Pool *next_shared;
+    pthread_mutex_t job_mu; /* a shared pool's jobs one at a time */
 };
+
+/* The shared pools, one per thread count: the runtime's one piece of process state
+ * besides the device registry, since threads are a process's to share. */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static Pool *shared_pools;
 
 /* One round of a spin-wait: a pause, and now and then the core to whoever needs it. */
 static inline void spin_pause(int round)
@@ -160,6 +169,14 @@ static void stop_workers(Pool *p, int started)
         pthread_join(p->worker[i].tid, NULL);
 }
 
+/* 0: the machine's count, capped (a pool this large is plenty). */
+static int threads_wanted(int threads)
+{
+    if (threads > 0)
+        return threads;
+    return pool_default_threads() < POOL_MAX_THREADS ? pool_default_threads() : POOL_MAX_THREADS;
+}
+
 Pool *pool_new(int threads, Err *e)
 {
     if (threads > POOL_MAX_THREADS) { /* asked for: refused, not silently fewer */
@@ -167,9 +184,7 @@ Pool *pool_new(int threads, Err *e)
                 POOL_MAX_THREADS);
         return NULL;
     }
-    if (threads <= 0) /* the machine's count: capped, a pool this large is plenty */
-        threads = pool_default_threads() < POOL_MAX_THREADS ? pool_default_threads()
-                                                             : POOL_MAX_THREADS;
+    threads = threads_wanted(threads);
     Pool *p = calloc(1, sizeof *p);
     if (p)
         p->worker = calloc((size_t)threads, sizeof *p->worker);
@@ -180,6 +195,7 @@ Pool *pool_new(int threads, Err *e)
     }
     p->nthreads = threads;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->job_mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     for (int i = 0; i < threads - 1; i++) {
         p->worker[i] = (Worker){.pool = p, .index = i + 1};
@@ -194,14 +210,47 @@ Pool *pool_new(int threads, Err *e)
     return p;
 }
 
+Pool *pool_shared(int threads, Err *e)
+{
+    threads = threads > POOL_MAX_THREADS ? threads : threads_wanted(threads);
+    pthread_mutex_lock(&shared_mu);
+    Pool *p = shared_pools;
+    while (p && p->nthreads != threads)
+        p = p->next_shared;
+    if (!p && (p = pool_new(threads, e))) {
+        p->shared = true;
+        p->next_shared = shared_pools;
+        shared_pools = p;
+    }
+    if (p)
+        p->users++;
+    pthread_mutex_unlock(&shared_mu);
+    return p;
+}
+
+/* A shared pool's last user gone: out of the list (true), else one user fewer (false). */
+static bool shared_release(Pool *p)
+{
+    pthread_mutex_lock(&shared_mu);
+    bool last = --p->users == 0;
+    for (Pool **at = &shared_pools; last && *at; at = &(*at)->next_shared)
+        if (*at == p) {
+            *at = p->next_shared;
+            break;
+        }
+    pthread_mutex_unlock(&shared_mu);
+    return last;
+}
+
 void pool_free(Pool *p)
 {
-    if (!p)
+    if (!p || (p->shared && !shared_release(p)))
         return;
     if (!atomic_load(&p->stop))
         stop_workers(p, p->nthreads - 1);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->job_mu);
     for (int t = 0; p->trace && t < p->nthreads; t++)
         free(p->trace[t].chunk);
     free(p->trace);
@@ -230,18 +279,22 @@ void pool_parallel_for(Pool *p, int64_t n, int64_t grain, PoolFn fn, void *ctx)
         fn(ctx, 0, n); /* not worth waking anyone */
         return;
     }
+    if (p->shared)
+        pthread_mutex_lock(&p->job_mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     if (chunks <= 1) {
         run_chunk(p, 1, 0); /* alone, but traced */
-        return;
+    } else {
+        atomic_store_explicit(&p->pending, chunks - 1, memory_order_relaxed);
+        uint64_t gen = atomic_load_explicit(&p->state, memory_order_relaxed) >> 16;
+        publish(p, (gen + 1) << 16 | (uint64_t)chunks);
+        run_chunk(p, chunks, 0);
+        wait_pending(p);
     }
-    atomic_store_explicit(&p->pending, chunks - 1, memory_order_relaxed);
-    uint64_t gen = atomic_load_explicit(&p->state, memory_order_relaxed) >> 16;
-    publish(p, (gen + 1) << 16 | (uint64_t)chunks);
-    run_chunk(p, chunks, 0);
-    wait_pending(p);
+    if (p->shared)
+        pthread_mutex_unlock(&p->job_mu);
 }
 
 /* ---------------------------------------------------------------- tracing */

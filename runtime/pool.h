@@ -16,7 +16,13 @@ int pool_default_threads(void);
  * most POOL_MAX_THREADS); NULL with e set when threads cannot be started or more than
  * that many are asked for. */
 Pool *pool_new(int threads, Err *e);
-/* Stops and joins the workers. NULL is fine. */
+/* The process's pool of that many threads (0: pool_default_threads), started at its
+ * first use and shared by every caller asking for the same count: engines loaded side by
+ * side start their threads once. Its jobs take turns (pool_parallel_for waits while
+ * another thread's job runs), so callers may use it from different threads. Each
+ * pool_shared is matched by a pool_free; the last stops the workers. */
+Pool *pool_shared(int threads, Err *e);
+/* Stops and joins the workers (a shared pool: when its last user frees it). NULL is fine. */
 void pool_free(Pool *p);
 int pool_threads(const Pool *p);
 

@@ -132,7 +132,9 @@ typedef struct coil_options {
     bool training; /* dropout is active (masks drawn from seed); else it is the identity */
     uint64_t seed; /* of dropout's random streams in training mode */
     bool interpret; /* coil_run evaluates with the reference interpreter, not compiled code */
-    int threads;    /* threads for compiled kernels; 0: one per CPU */
+    int threads;    /* threads for compiled kernels; 0: one per CPU. The models of a
+                       process that ask for the same count share one pool of them (their
+                       kernels take turns), so loading more models starts no more threads */
     const char *device; /* NULL or "cpu": this CPU; "cuda": the first NVIDIA GPU (kernels by
                            NVRTC, GEMMs on cuBLAS; inputs and outputs stay host tensors).
                            Without a usable GPU the first coil_run fails saying why. */

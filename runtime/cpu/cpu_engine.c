@@ -189,7 +189,7 @@ Engine *engine_new(const Program *p, const EngineOptions *o, Err *e)
     }
     en->p = p, en->code = o->code, en->free_code = o->free_code;
     bool ok = alloc_tables(en, o, e) && check_program(p, en->nparam, e) && bind_consts(en, e) &&
-              (en->pool = pool_new(o->threads, e)) != NULL;
+              (en->pool = pool_shared(o->threads, e)) != NULL;
     if (!ok) {
         engine_free(en);
         return NULL;
