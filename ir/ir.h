@@ -393,6 +393,13 @@ char *ir_print(const Graph *g);
 /* ir/parse.c: parse IR text; errors are "FILE:LINE:COL: error: ..." and never crash. */
 Graph *ir_parse(const char *text, size_t len, const char *filename, Err *e);
 Graph *ir_parse_file(const char *path, Err *e);
+/* The same parser on pieces of a statement given alone (the C API's builder): an op name
+ * (OpCode, or -1 with a "did you mean"), a type "f32[B,16]" (its symbols interned in g),
+ * an op's attributes "axis=1, keepdim=true" (braces optional; at most op_info[op].nattr
+ * of them into attrs, their lists and strings in tmp). Errors have no position. */
+int ir_parse_op(const char *text, Err *e);
+bool ir_parse_type(Graph *g, const char *text, Type *t, Err *e);
+bool ir_parse_attrs(int op, const char *text, Arena *tmp, Attr *attrs, int *nattrs, Err *e);
 /* ir/verify.c: SSA order, operand counts, attribute schemas, types re-inferred. */
 bool ir_verify(const Graph *g, Err *e);
 

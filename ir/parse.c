@@ -456,14 +456,14 @@ static bool unknown_attr(Parser *p, const OpInfo *op, const Token *t)
     return false;
 }
 
-/* '{' name '=' value (',' name '=' value)* '}' */
-static bool parse_attrs(Parser *p, const OpInfo *op, Attr *attrs, int *nattrs)
+/* name '=' value (',' name '=' value)* up to the token `end`, which is left to the caller;
+ * `more` says what may follow an attribute. */
+static bool parse_attr_list(Parser *p, const OpInfo *op, Attr *attrs, int *nattrs, TokKind end,
+                            const char *more)
 {
     uint32_t seen = 0;
-    if (!next(p))
-        return false;
-    while (p->tok.kind != TK_RBRACE) {
-        if (*nattrs > 0 && !expect(p, TK_COMMA, "',' or '}' after an attribute"))
+    while (p->tok.kind != end) {
+        if (*nattrs > 0 && !expect(p, TK_COMMA, more))
             return false;
         if (p->tok.kind != TK_IDENT)
             return expected(p, "an attribute name");
@@ -481,7 +481,15 @@ static bool parse_attrs(Parser *p, const OpInfo *op, Attr *attrs, int *nattrs)
             !parse_attr_value(p, op, &op->attrs[i], &attrs[(*nattrs)++]))
             return false;
     }
-    return next(p);
+    return true;
+}
+
+/* '{' name '=' value (',' name '=' value)* '}' */
+static bool parse_attrs(Parser *p, const OpInfo *op, Attr *attrs, int *nattrs)
+{
+    return next(p) &&
+           parse_attr_list(p, op, attrs, nattrs, TK_RBRACE, "',' or '}' after an attribute") &&
+           next(p);
 }
 
 /* ---------------------------------------------------------------- statements */
@@ -814,4 +822,50 @@ Graph *ir_parse_file(const char *path, Err *e)
         g = ir_parse(buf, n, path, e);
     free(buf);
     return g;
+}
+
+/* ---------------------------------------------------------------- pieces */
+
+/* A parser over a piece of the text form on its own (the C API's builder takes op names,
+ * types and attributes as text): errors carry no position, as the piece is no file. */
+static bool piece_open(Parser *p, Graph *g, const char *text, Arena *tmp, Err *e)
+{
+    *p = (Parser){.err = e, .tmp = tmp, .g = g};
+    lex_init(&p->lx, text, strlen(text), NULL, e);
+    return next(p);
+}
+
+/* The whole piece read (nothing may follow), and the lexer freed. */
+static bool piece_close(Parser *p, bool ok)
+{
+    ok = ok && (p->tok.kind == TK_EOF || expected(p, "the end of the text"));
+    lex_free(&p->lx);
+    return ok;
+}
+
+int ir_parse_op(const char *text, Err *e)
+{
+    Parser p;
+    int op = piece_open(&p, NULL, text, NULL, e) ? parse_op_name(&p) : -1;
+    return piece_close(&p, op >= 0) ? op : -1;
+}
+
+bool ir_parse_type(Graph *g, const char *text, Type *t, Err *e)
+{
+    Parser p;
+    bool ok = piece_open(&p, g, text, NULL, e) && parse_type(&p, t);
+    return piece_close(&p, ok);
+}
+
+bool ir_parse_attrs(int op, const char *text, Arena *tmp, Attr *attrs, int *nattrs, Err *e)
+{
+    Parser p;
+    const OpInfo *info = &op_info[op];
+    bool ok = piece_open(&p, NULL, text, tmp, e);
+    *nattrs = 0;
+    if (ok && p.tok.kind == TK_LBRACE)
+        ok = parse_attrs(&p, info, attrs, nattrs);
+    else if (ok)
+        ok = parse_attr_list(&p, info, attrs, nattrs, TK_EOF, "',' or the end after an attribute");
+    return piece_close(&p, ok);
 }

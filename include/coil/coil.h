@@ -333,6 +333,64 @@ COIL_API bool coil_get_profile(coil_model *model, coil_profile *out, coil_error 
 /* Count from now on (leave out the first runs, say). */
 COIL_API bool coil_reset_profile(coil_model *model, coil_error *err);
 
+/* ---------------------------------------------------------------- builder */
+
+/* A graph made op by op from C (a program's own computation, captured without a model
+ * file), then verified and compiled like any loaded model:
+ *
+ *     coil_builder *b = coil_builder_new("mlp", &err);
+ *     int x = coil_input(b, "x", "f32[B,16]", &err);
+ *     int w = coil_param(b, "fc.weight", "f32[16,4]", "xavier", &err);
+ *     int y = coil_op(b, "matmul", (int[]){x, w}, 2, NULL, NULL, &err);
+ *     int p = coil_op(b, "softmax", &y, 1, "axis=-1", NULL, &err);
+ *     coil_output(b, "probs", p, &err);
+ *     coil_model *m = coil_build(b, NULL, &err);   (then coil_init_params, coil_run, ...)
+ *     coil_builder_free(b);
+ *
+ * Values are small integer handles (>= 0), the ids of the graph's nodes; -1 is no value.
+ * Types are written as in the IR text ("f32[B,16]", "i64[]"; a dim is a size, a symbol
+ * such as B bound from the inputs when the model runs, or a product "B*T"), and so are
+ * attributes ("axes=[1], keepdim=true"); docs/IR.md lists the ops with their operands
+ * and attributes.
+ *
+ * A call that fails adds nothing and returns -1 (or false) with the error; the builder
+ * stays usable, as if the call had not been made. A later call given -1 as a value fails
+ * too, repeating the first failure's message, so a program may check only the end of a
+ * sequence (coil_output's and coil_build's results). Errors name the op as the value it
+ * would have made ("%5 = matmul") and what is wrong: an unknown op (with the nearest
+ * name), the wrong number of operands, an attribute the op lacks or of the wrong kind
+ * (COIL_ERR_USAGE), text that does not parse (COIL_ERR_SYNTAX), operands of types the op
+ * cannot take, listed with their types (COIL_ERR_SHAPE). */
+typedef struct coil_builder coil_builder;
+
+/* An empty graph named name (NULL: "main"); NULL only when memory runs out. */
+COIL_API coil_builder *coil_builder_new(const char *name, coil_error *err);
+/* Release the builder (not the models built from it); NULL is a no-op. */
+COIL_API void coil_builder_free(coil_builder *b);
+
+/* The next input of the signature, of the given type; names are unique among inputs. */
+COIL_API int coil_input(coil_builder *b, const char *name, const char *type, coil_error *err);
+/* A parameter (named as a state dict names it: "fc.weight", unique) with its initializer
+ * for coil_init_params: "zeros" (NULL), "ones", "normal(std)", "normal(mean, std)",
+ * "uniform(a, b)", "xavier", "kaiming"; checked now. */
+COIL_API int coil_param(coil_builder *b, const char *name, const char *type, const char *init,
+                        coil_error *err);
+/* Any other op, by its IR name: args[0..nargs) its operands; attrs its attributes as the
+ * IR text writes them between braces (NULL or "": none; the others take their defaults);
+ * type the result type, needed by the ops whose type is declared rather than inferred
+ * (constant, full, iota, rand, cast, reshape, expand) and for the others NULL or a check
+ * of the inferred type. The new value's handle. */
+COIL_API int coil_op(coil_builder *b, const char *op, const int *args, int nargs,
+                     const char *attrs, const char *type, coil_error *err);
+/* Value as the next output of the signature, named name (unique; NULL: "out<i>"). */
+COIL_API bool coil_output(coil_builder *b, const char *name, int value, coil_error *err);
+
+/* A model of the graph built so far, verified like a loaded one (its parameters without
+ * values until coil_init_params, coil_load_weights or coil_set_param). opt as for
+ * coil_load (NULL: defaults), without overrides (they are for .coil models). The builder
+ * is left as it was: build again after more calls, or free it. */
+COIL_API coil_model *coil_build(coil_builder *b, const coil_options *opt, coil_error *err);
+
 #ifdef __cplusplus
 }
 #endif
