@@ -95,6 +95,30 @@ bool train_checkpoint_exists(const char *dir);
  * loss scale left the gradient, not finite for 10 steps in a row or at the last step). */
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *r, Err *e);
 
+/* A run held between steps whose batches the caller gives (the C API's trainer): train_run's
+ * joint graph, parameters, optimizer, steps and checkpoints. o is copied; of it the loss,
+ * precision, checkpoint (remat), sizes, seed, opt, lr, accum, weights and compile are read
+ * (not data, arrays, save, resume, trace, world). */
+typedef struct TrainRun TrainRun;
+TrainRun *train_open(const Graph *model, const TrainOptions *o, Err *e);
+void train_close(TrainRun *t);
+/* The joint graph: its inputs (loss_scale aside) are what a step takes, its parameters
+ * (graph_params order) the run's. */
+const Graph *train_graph(const TrainRun *t);
+int64_t train_steps_done(const TrainRun *t);
+/* The parameters (brought home from a device); new values written into them take effect
+ * after train_params_changed. */
+Tensor *train_params(TrainRun *t, Err *e);
+void train_params_changed(TrainRun *t);
+/* One optimizer step on o->accum micro-batches, one after another in batch, each the joint
+ * graph's inputs in order less loss_scale (checked by the caller against their types);
+ * *loss: their mean loss. */
+bool train_step(TrainRun *t, const Tensor *batch, double *loss, Err *e);
+/* Checkpoints as train_run's --save and --resume: dir locked while written; a resume that
+ * fails after it began restoring leaves the run refusing every later call. */
+bool train_save(TrainRun *t, const char *dir, Err *e);
+bool train_resume(TrainRun *t, const char *dir, Err *e);
+
 /* estimate.c: what a training step needs, before anything runs (`coil plan`): bytes of parameters,
  * gradients, optimizer state, saved activations (forward values the backward reads) and
  * the rest of the activation arena (workspace), the inputs; FLOPs; a roofline time. */

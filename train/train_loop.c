@@ -70,6 +70,8 @@ typedef struct Run {
     int64_t bad;         /* steps in a row that went wrong (count_divergence) */
     double bad_loss, bad_norm; /* the last such step's */
     Trace *trace;        /* o->trace: the joint graph's runs, until o->trace_steps */
+    const Tensor *batch; /* train_step: the caller's micro-batches (else NULL) */
+    bool broken;         /* train_resume failed while restoring: the state is mixed */
 } Run;
 
 /* The process's resident set now (/proc/self/statm), 0 when unknown. */
@@ -584,6 +586,25 @@ static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
 /* The data-parallel ranks training together (1: alone). */
 static int world_size(const TrainOptions *o) { return o->world.size > 1 ? o->world.size : 1; }
 
+/* Micro-batch `draw` of the caller's (train_step): r->batch holds o->accum of them, each
+ * the joint graph's inputs in order less loss_scale; copied, as the run frees its inputs
+ * each micro-batch. */
+static bool batch_take(Run *r, uint64_t draw, Err *e)
+{
+    const Graph *g = r->joint;
+    int n = g->ninput - (r->scale_at >= 0);
+    const Tensor *in = r->batch + (draw - (uint64_t)r->step * (uint64_t)r->o->accum) * (uint64_t)n;
+    for (int i = 0; i < g->ninput; i++) {
+        if (i == r->scale_at)
+            continue;
+        const Tensor *t = in++;
+        if (!tensor_alloc(&r->inputs[i], t->dt, t->rank, t->shape, e))
+            return false;
+        memcpy(r->inputs[i].data, t->data, tensor_nbytes(t));
+    }
+    return true;
+}
+
 /* The gradients' sum started during the run (data_parallel.h's dp_arm_sum) where the run's
  * own gradients are what is summed: one micro-batch a step, or ZeRO-2's each micro-batch.
  * Not at the first run, which max-autotune may follow with reruns of its steps. */
@@ -595,7 +616,7 @@ static bool arm_overlap(Run *r, Err *e)
     return dp_arm_sum(r->dp, r->outputs + 1, r->nparam, r->zero != NULL, e);
 }
 
-/* One micro-batch: inputs (from the loader or synthetic), the joint graph run (into last
+/* One micro-batch: inputs (the caller's, from the loader or synthetic), the joint graph run (into last
  * step's output tensors, reused), its loss. `draw` counts micro-batches from the start
  * (step * accum + m) and is also the rng step: each micro-batch gets its own dropout masks,
  * the backward the forward's, and a resumed run the ones it would have drawn. */
@@ -607,9 +628,10 @@ static bool micro_batch(Run *r, uint64_t draw, double *loss, Err *e)
     Tensor *cols[8] = {&r->inputs[r->tokens_at], &r->inputs[r->targets_at < 0 ? 0 : r->targets_at]};
     for (int c = 0; r->o->narray > 0 && c < r->o->narray && c < 8; c++)
         cols[c] = &r->inputs[r->col_input[c]];
-    bool ok = r->loader ? loader_take(r->loader, cols, e)
-                        : init_inputs_part(g, &r->sb, r->o->seed + 1 + draw, r->given,
-                                           r->o->world.rank, r->inputs, e);
+    bool ok = r->batch    ? batch_take(r, draw, e)
+              : r->loader ? loader_take(r->loader, cols, e)
+                          : init_inputs_part(g, &r->sb, r->o->seed + 1 + draw, r->given,
+                                             r->o->world.rank, r->inputs, e);
     if (ok && r->scale_at >= 0) {
         Tensor *s = &r->inputs[r->scale_at];
         tensor_free(s);
@@ -974,5 +996,101 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     double per_s = res->seconds > 0 && r.peak > 0 ? (double)res->steps / res->seconds * 1e-9 / r.peak : 0;
     res->mfu = res->flops_per_step * per_s, res->hfu = res->hflops_per_step * per_s;
     run_free(&r);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- a run held between steps */
+
+/* The C API's trainer: a Run whose batches the caller gives, one train_step at a time;
+ * checkpoints go where the caller says (o.save set for the call, the directory locked
+ * only while it is written). */
+struct TrainRun {
+    Run run;
+    TrainOptions o;
+};
+
+TrainRun *train_open(const Graph *model, const TrainOptions *o, Err *e)
+{
+    TrainRun *t = calloc(1, sizeof *t);
+    if (!t) {
+        err_set(e, ERR_MEMORY, "out of memory");
+        return NULL;
+    }
+    t->o = *o;
+    t->o.accum = o->accum > 0 ? o->accum : 1;
+    t->o.log_every = 0, t->o.save = NULL, t->o.resume = false, t->o.data = NULL;
+    t->o.narray = 0, t->o.trace = NULL, t->o.world = (World){0}; /* alone */
+    t->run = (Run){.o = &t->o, .lock = {-1}};
+    if (setup(&t->run, model, e))
+        return t;
+    train_close(t);
+    return NULL;
+}
+
+void train_close(TrainRun *t)
+{
+    if (!t)
+        return;
+    run_free(&t->run);
+    free(t);
+}
+
+const Graph *train_graph(const TrainRun *t) { return t->run.joint; }
+
+int64_t train_steps_done(const TrainRun *t) { return t->run.step; }
+
+Tensor *train_params(TrainRun *t, Err *e)
+{
+    Run *r = &t->run;
+    if (r->dev && !r->dt->download_params(r->c->engine, r->params, e))
+        return NULL;
+    return r->params;
+}
+
+void train_params_changed(TrainRun *t) { compiled_params_changed(t->run.c); }
+
+static bool usable(const Run *r, Err *e)
+{
+    if (r->broken)
+        err_set(e, ERR_USAGE, "this training run's state is part the checkpoint's, part its own: "
+                "a resume failed while restoring it; make a new one");
+    return !r->broken;
+}
+
+bool train_step(TrainRun *t, const Tensor *batch, double *loss, Err *e)
+{
+    Run *r = &t->run;
+    TrainResult res = {0};
+    if (!usable(r, e))
+        return false;
+    r->batch = batch;
+    bool ok = step_once(r, &res, e);
+    r->batch = NULL;
+    *loss = res.last_loss;
+    return ok;
+}
+
+bool train_save(TrainRun *t, const char *dir, Err *e)
+{
+    Run *r = &t->run;
+    t->o.save = dir;
+    bool ok = usable(r, e) && claim_save_dir(r, e) && checkpoint(r, true, e);
+    dir_unlock(&r->lock);
+    t->o.save = NULL;
+    return ok;
+}
+
+bool train_resume(TrainRun *t, const char *dir, Err *e)
+{
+    Run *r = &t->run;
+    uint64_t data_pos;
+    t->o.save = dir;
+    bool checked = usable(r, e) && open_checkpoint(r, e);
+    bool ok = checked && load_checkpoint(r, &data_pos, e);
+    safetensors_free(&r->ck);
+    r->broken = checked && !ok;
+    if (ok)
+        compiled_params_changed(r->c); /* a device takes the host's parameters again */
+    t->o.save = NULL;
     return ok;
 }

@@ -391,6 +391,101 @@ COIL_API bool coil_output(coil_builder *b, const char *name, int value, coil_err
  * is left as it was: build again after more calls, or free it. */
 COIL_API coil_model *coil_build(coil_builder *b, const coil_options *opt, coil_error *err);
 
+/* ---------------------------------------------------------------- training */
+
+/* Training a model through the API, one optimizer step per call on batches the caller
+ * gives, with `coil train`'s joint forward-and-backward graph (compiled for the model's
+ * device and threads, even for a model loaded with coil_options.interpret), optimizers and
+ * checkpoints:
+ *
+ *     coil_train_options o = coil_train_defaults("sgd");
+ *     o.lr = 0.1;
+ *     coil_trainer *tr = coil_trainer_new(model, &o, &err);   (after coil_init_params)
+ *     for (int s = 0; s < steps; s++)
+ *         coil_train_step(tr, batch, 2, NULL, &loss, &err);    (x, then its targets)
+ *     coil_trainer_sync(tr, &err);                             (coil_run uses them now)
+ *     coil_trainer_save(tr, "ckpt", &err);
+ *     coil_trainer_free(tr);
+ *
+ * The loss is the model's output named "loss", or with loss "cross_entropy" the cross
+ * entropy of its first output (float logits [..., classes]) against an input "targets"
+ * added after the model's own (i64, the logits' shape less the class dimension), as
+ * `coil train --loss cross_entropy` makes it. */
+typedef struct coil_trainer coil_trainer;
+
+/* `coil train`'s hyper-parameters; coil_train_defaults gives its defaults. */
+typedef struct coil_train_options {
+    const char *optimizer; /* "adamw", "sgd" or "lion" */
+    double lr;             /* the learning rate: the peak, after any warm-up (3e-4) */
+    double min_lr;         /* where the cosine decay ends (3e-5) */
+    int64_t warmup;        /* steps of linear warm-up from 0 (0) */
+    int64_t cosine_steps;  /* lr decays on a cosine to min_lr at this step; 0: constant */
+    double weight_decay;   /* decoupled, on parameters of rank >= 2 (0.1) */
+    double beta1, beta2;   /* AdamW's (0.9, 0.95) and Lion's (0.9, 0.99) */
+    double eps;            /* AdamW's (1e-8) */
+    double momentum;       /* SGD's (0.9) */
+    double clip;           /* the global gradient norm clipped to this (1.0; 0: never) */
+    int accum;             /* micro-batches whose gradients one step sums (1) */
+    const char *loss;      /* NULL: the output "loss"; "cross_entropy" (see above) */
+    const char *precision; /* NULL or "f32"; "bf16", "f16": matmuls in it, f32 master
+                              weights (f16 adds dynamic loss scaling) */
+    uint64_t seed;         /* the run's seed, as `coil train --seed`: a checkpoint records
+                              it and resuming checks it (0) */
+} coil_train_options;
+
+/* `coil train`'s defaults for that optimizer (NULL: "adamw"): the table above. An unknown
+ * name is kept, for coil_trainer_new to refuse. */
+COIL_API coil_train_options coil_train_defaults(const char *optimizer);
+
+/* A trainer of model (opt NULL: coil_train_defaults(NULL)), starting from the model's
+ * parameter values, which must all be set. Compiles the joint graph (a second or more).
+ * The trainer keeps its own parameters: model must outlive it, and sees the trained
+ * values after coil_trainer_sync. A model without a "loss" output and no loss option,
+ * an unknown optimizer, loss or precision, a non-finite or negative number, lr 0 or
+ * accum < 1 are errors. */
+COIL_API coil_trainer *coil_trainer_new(coil_model *model, const coil_train_options *opt,
+                                        coil_error *err);
+/* Release the trainer (not its model); NULL is a no-op. */
+COIL_API void coil_trainer_free(coil_trainer *tr);
+
+/* The inputs a step takes: the model's in order, then "targets" for cross_entropy.
+ * coil_trainer_input's strings are the trainer's; index past the end: NULL. */
+COIL_API int coil_trainer_ninputs(const coil_trainer *tr);
+COIL_API const char *coil_trainer_input(const coil_trainer *tr, int index, const char **type);
+
+/* One optimizer step: its learning rate from the schedule at this step, the gradients of
+ * accum micro-batches summed (averaged), clipped, the update. inputs holds the
+ * micro-batches one after another, each coil_trainer_ninputs tensors (ninputs = that times
+ * accum), in signature order or, with names (NULL, or one per input of a micro-batch), in
+ * that order. Each is checked as coil_run checks its inputs (the message names it).
+ * *loss (may be NULL): the micro-batches' mean loss. A step whose gradient is not finite
+ * is skipped as `coil train` skips it (no parameter changes; it counts as a step). Dropout
+ * draws each micro-batch's masks as `coil train` does. On failure no step is taken. */
+COIL_API bool coil_train_step(coil_trainer *tr, const coil_tensor *inputs, int ninputs,
+                              const char *const *names, double *loss, coil_error *err);
+/* Optimizer steps taken: by this trainer, and by the run a resume continued. */
+COIL_API int64_t coil_trainer_steps(const coil_trainer *tr);
+
+/* The trainer's value of the model's parameter index (coil_find(model, COIL_PARAM, name)),
+ * into *out as coil_run's outputs are (free it with coil_tensor_free); a parameter the
+ * loss does not use is not trained, and reads as the model's value. */
+COIL_API bool coil_trainer_param(coil_trainer *tr, int index, coil_tensor *out, coil_error *err);
+/* The model's parameters set to the trainer's: coil_run runs the trained model. */
+COIL_API bool coil_trainer_sync(coil_trainer *tr, coil_error *err);
+
+/* Write the checkpoint `coil train --save dir` writes (dir/checkpoint.safetensors:
+ * parameters, optimizer state, step, seed, optimizer; sealed with a SHA-256 and written
+ * atomically, so a crash leaves the previous one whole), creating dir. Fails while a
+ * `coil train` holds dir. */
+COIL_API bool coil_trainer_save(coil_trainer *tr, const char *dir, coil_error *err);
+/* Continue from the checkpoint in dir (this API's or `coil train --save`'s): parameters,
+ * optimizer state and step, checked as `coil train --resume` checks them (checksum, the
+ * same seed, optimizer and coil version, every tensor's name and shape), so that the
+ * steps after it are bit-identical to a run that never stopped. A missing, damaged or
+ * foreign checkpoint leaves the trainer as it was; one that fails while its tensors are
+ * read (another model's) leaves it refusing every later call: free it. */
+COIL_API bool coil_trainer_resume(coil_trainer *tr, const char *dir, coil_error *err);
+
 #ifdef __cplusplus
 }
 #endif
