@@ -13,7 +13,7 @@ typedef struct TrainFlags {
     const char *steps, *accum, *lr, *min_lr, *warmup, *optimizer, *wd, *clip, *log_every,
         *save, *save_every, *data, *width, *loss, *momentum, *checkpoint, *precision, *loss_scale,
         *trace_steps, *bucket_mb, *dp_timeout, *bind, *reduce_dtype, *zero;
-    bool resume, resume_anyway, auto_resume, cosine, synthetic;
+    bool resume, resume_anyway, auto_resume, cosine, synthetic, measure_scaling;
     bool bound;           /* this rank was bound to its share of the host's CPUs */
     List *no_decay;
 } TrainFlags;
@@ -48,6 +48,10 @@ static int parse_dp_flags(const Command *cmd, const TrainFlags *f, TrainOptions 
                          "too) are built; stage 3 needs the engine to gather each block's "
                          "parameters before its kernels, which it cannot yet", f->zero);
     o->zero = (int)stage;
+    if (!rc && f->measure_scaling && o->world.size <= 1)
+        rc = usage_error(cmd, "--measure-scaling compares N data-parallel ranks with one: start "
+                         "the ranks with coil launch --nproc N (or torchrun, srun, mpirun)");
+    o->measure_scaling = f->measure_scaling;
     return rc;
 }
 
@@ -151,6 +155,10 @@ static void summary_text(const TrainOptions *o, const TrainResult *res)
                res->comm_s > res->comm_waited_s ? 100 * (1 - res->comm_waited_s / res->comm_s) : 0.0,
                res->overlap ? "each bucket started as the backward finished it"
                             : "the sums started after the backward");
+    if (o->measure_scaling)
+        printf("scaling: a step of %d ranks %.1f ms (median), of one rank alone %.1f ms: "
+               "efficiency %.3f\n", res->world, res->step_s * 1e3, res->alone_step_s * 1e3,
+               res->scaling);
     if (o->trace)
         printf("trace %lld events of the first %lld steps in %s (open it in ui.perfetto.dev or "
                "chrome://tracing)\n", (long long)res->trace_events,
@@ -180,6 +188,11 @@ static bool summary_json(const TrainOptions *o, const TrainResult *res, Err *e)
     json_field_double(&w, "comm_waited_s", res->comm_waited_s);
     if (res->world > 1)
         json_field_bool(&w, "overlap", res->overlap);
+    json_field_double(&w, "step_s", res->step_s);
+    if (o->measure_scaling) {
+        json_field_double(&w, "alone_step_s", res->alone_step_s);
+        json_field_double(&w, "scaling_efficiency", res->scaling);
+    }
     if (o->save)
         json_field_string(&w, "checkpoint", o->save);
     if (o->trace) {
@@ -222,7 +235,7 @@ int cmd_train(const Command *cmd, Args *a, int argc, char **argv)
         {"--trace", .value = &a->trace},       {"--trace-steps", .value = &f.trace_steps},
         {"--bucket-mb", .value = &f.bucket_mb}, {"--dp-timeout", .value = &f.dp_timeout},
         {"--bind", .value = &f.bind},          {"--reduce-dtype", .value = &f.reduce_dtype},
-        {"--zero", .value = &f.zero},
+        {"--zero", .value = &f.zero},          {"--measure-scaling", .on = &f.measure_scaling},
     };
     SymSize sizes[argc + 1];
     uint64_t seed = 0;

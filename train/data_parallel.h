@@ -39,6 +39,7 @@ bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e);
 /* *x averaged, or summed, over the ranks (in f32). */
 bool dp_mean(DataParallel *dp, double *x, Err *e);
 bool dp_sum_scalar(DataParallel *dp, double *x, Err *e);
+bool dp_barrier(DataParallel *dp, Err *e);
 int dp_rank(const DataParallel *dp);
 int dp_size(const DataParallel *dp);
 

@@ -59,6 +59,8 @@ typedef struct TrainOptions {
                                   its share of every global batch (size 0 or 1: alone) */
     double bucket_mb;          /* gradients reduced in buckets of this many MiB (0: 25) */
     bool reduce_bf16;          /* gradients reduced in bf16 (--reduce-dtype bf16), else f32 */
+    bool measure_scaling;      /* after the run, rank 0 times steps alone (the others gone)
+                                  for the scaling efficiency (TrainResult.scaling) */
     int zero;                  /* ZeRO stage (train/zero.h): 1 shards the optimizer state
                                   over the ranks, 2 the accumulated gradients too; 0: none */
     double dp_timeout_s;       /* a rank silent this long fails the job (0: 60) */
@@ -82,6 +84,11 @@ typedef struct TrainResult {
                                   the part the steps waited for (the rest overlapped) */
     bool overlap;              /* the gradients' sums started during the backward, each
                                   bucket once its last gradient was final */
+    double step_tail[TRAIN_TAIL]; /* the last steps' seconds, a ring */
+    double step_s;             /* the median of those */
+    double alone_step_s;       /* measure_scaling: rank 0's step alone (median) */
+    double scaling;            /* measure_scaling: alone_step_s / step_s, the N ranks'
+                                  throughput over N times one rank's */
 } TrainResult;
 
 /* The model's joint forward-and-backward graph (pipeline/training.h's stages), at the sizes

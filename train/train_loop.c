@@ -830,6 +830,7 @@ static bool step_once(Run *r, TrainResult *res, Err *e)
     double dt = clock_seconds() - t0, mean = mean_loss;
     res->first_loss = res->steps == 0 ? mean : res->first_loss;
     res->last_loss = mean, res->tail[res->steps % TRAIN_TAIL] = mean;
+    res->step_tail[res->steps % TRAIN_TAIL] = dt;
     res->steps++, res->seconds += dt;
     int64_t n = res->steps < TRAIN_TAIL ? res->steps : TRAIN_TAIL;
     res->tail_loss = 0;
@@ -947,6 +948,52 @@ static bool write_trace(const Run *r, TrainResult *res, Err *e)
     return trace_write(r->trace, r->o->trace, e);
 }
 
+static double median(double *x, int n)
+{
+    for (int i = 1; i < n; i++) /* a handful of values */
+        for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {
+            double t = x[j];
+            x[j] = x[j - 1], x[j - 1] = t;
+        }
+    return n == 0 ? 0 : n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+#define ALONE_STEPS 5
+
+/* --measure-scaling, once the run is over (its last checkpoint written): after a barrier
+ * the other ranks leave and rank 0 times ALONE_STEPS steps of its micro-batches alone
+ * (after one untimed), the joint graph's runs and a whole optimizer's update with no
+ * collective: a one-rank step of the same work on the same host, beside the N ranks'.
+ * The run's state is not used after, so these steps may change it. */
+static bool measure_alone(Run *r, TrainResult *res, Err *e)
+{
+    const TrainOptions *o = r->o;
+    if (!dp_barrier(r->dp, e))
+        return false;
+    if (o->world.rank != 0)
+        return true;
+    Optimizer *opt = optim_new(&o->opt, r->joint, r->params, e);
+    Zero *zero = r->zero;
+    double t[ALONE_STEPS + 1], loss;
+    bool ok = opt != NULL;
+    r->overlap = false, r->zero = NULL; /* no collective from here on */
+    for (int k = 0; ok && k <= ALONE_STEPS; k++) {
+        double t0 = clock_seconds();
+        for (int64_t m = 0; ok && m < o->accum; m++)
+            ok = micro_batch(r, (uint64_t)((r->step + k) * o->accum + m), &loss, e) &&
+                 (o->accum == 1 || add_grads(r, m == 0, e));
+        if (ok)
+            optim_step(opt, r->params, o->accum > 1 ? r->accum : r->outputs + 1,
+                       1.0 / ((double)o->accum * r->scale), lr_at(&o->lr, r->step));
+        t[k] = clock_seconds() - t0;
+    }
+    r->zero = zero;
+    optim_free(opt);
+    res->alone_step_s = median(t + 1, ALONE_STEPS);
+    res->scaling = res->step_s > 0 ? res->alone_step_s / res->step_s : 0;
+    return ok;
+}
+
 bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err *e)
 {
     Run r = {.o = o, .lock = {-1}};
@@ -987,6 +1034,10 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     if (ok && o->save)
         ok = checkpoint(&r, saves, e);
     res->world = world_size(o);
+    int tail = res->steps < TRAIN_TAIL ? (int)res->steps : TRAIN_TAIL;
+    double steps[TRAIN_TAIL];
+    memcpy(steps, res->step_tail, sizeof steps);
+    res->step_s = median(steps, tail);
     if (r.dp)
         res->comm_s = dp_comm_seconds(r.dp), res->comm_waited_s = dp_waited_seconds(r.dp);
     res->overlap = r.overlap;
@@ -995,6 +1046,8 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     res->measured_bytes = ok ? resident_bytes() - r.rss0 : 0;
     double per_s = res->seconds > 0 && r.peak > 0 ? (double)res->steps / res->seconds * 1e-9 / r.peak : 0;
     res->mfu = res->flops_per_step * per_s, res->hfu = res->hflops_per_step * per_s;
+    if (ok && o->measure_scaling && r.dp) /* last: it changes the run's state */
+        ok = measure_alone(&r, res, e);
     run_free(&r);
     return ok;
 }

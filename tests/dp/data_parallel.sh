@@ -23,6 +23,21 @@ grep -q '"overlap": true' "$tmp/two.json" # the sums started during the backward
 grep -q '^\[rank 1\] coil: rank 1 of 2 (local 1 of 2): CPU' "$tmp/two.out" # --bind cores
 if grep -q '^\[rank 1\] {' "$tmp/two.out"; then echo "rank 1 printed progress"; exit 1; fi
 
+echo "== --measure-scaling: rank 0 times its steps alone after the run"
+train scaled 2 8 --steps 4 --measure-scaling
+python3 - "$tmp/scaled.json" <<'PY'
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"steps"')][-1]
+assert d["alone_step_s"] > 0 and d["step_s"] > 0, d
+assert abs(d["scaling_efficiency"] - d["alone_step_s"] / d["step_s"]) < 1e-9, d
+print(f"2-rank step {d['step_s'] * 1e3:.1f} ms, alone {d['alone_step_s'] * 1e3:.1f} ms: "
+      f"efficiency {d['scaling_efficiency']:.3f}")
+PY
+if $coil train $mlp --dim B=8 --steps 1 --measure-scaling 2> "$tmp/alone.err"; then
+    echo "--measure-scaling ran without other ranks"; exit 1
+fi
+grep -q 'compares N data-parallel ranks with one' "$tmp/alone.err"
+
 echo "== the character GPT-2 on a token file: each rank draws its rows of every batch"
 gpt="$root/examples/gpt2.coil --set layers=2 --set heads=4 --set hidden=64 --set vocab=256
      --set context=32 --dim T=32 --loss cross_entropy --data /usr/share/common-licenses/GPL-3
