@@ -211,7 +211,18 @@ train_bf16_step() {
   mapfile -t args < <(char_gpt2_args | sed 's/^50$/2/')
   "$COIL" train "${args[@]}" --synthetic --device "$DEVICE" --precision bf16
 }
-export -f char_gpt2_args train_char_gpt2 train_bf16_step
+# Data parallelism on 2 to 64 GPUs projected from this GPU's measured GPT-2 training step
+# (the gpt2-train-bf16 benchmark's JSON) and NCCL's bus-bandwidth model.
+project_scaling() {
+  local f
+  for f in bench/results/train-gpt2-b8-s1024-cuda-bf16-*.json; do
+    [[ -e $f ]] || { echo "no GPT-2 training step measured: nothing to project"; return 1; }
+    local gpu=${f##*-cuda-bf16-}
+    python3 bench/project_scaling.py --coil "$COIL" --model gpt2 --dim B=8 --dim T=1024 \
+      --precision bf16 --train-json "$f" --out "bench/results/scaling-projection-${gpu%.json}.md"
+  done
+}
+export -f char_gpt2_args train_char_gpt2 train_bf16_step project_scaling
 
 if [[ $CHECKS == yes && $HAVE_GPU == yes ]]; then
   say "checks, $JOBS at a time"
@@ -274,6 +285,7 @@ elif [[ $BENCH == yes && $HAVE_GPU == yes ]]; then
   bench latency 90 "$PYTHON" scripts/gpu/latency.py --device cuda --json "$WORK/latency.json"
   bench mlp-bf16 120 bench/run.sh mlp --device cuda --batch 128 --rounds 1 --runs 50 \
     --python "$PYTHON" --dtype bf16 --engines eager,compile
+  bench scaling-projection 30 bash -c project_scaling
   {
     for name in "${BENCHES[@]}"; do
       echo "==================== $name: $(cat "$WORK/$name.status")"
@@ -287,7 +299,8 @@ elif [[ $BENCH == yes && $HAVE_GPU == yes ]]; then
     2>/dev/null
 elif [[ $BENCH == yes ]]; then
   say "no GPU: no benchmarks"
-  for b in mlp-f32 gpt2-fwd-bf16 gpt2-train-bf16 attention-tflops bandwidth latency mlp-bf16; do
+  for b in mlp-f32 gpt2-fwd-bf16 gpt2-train-bf16 attention-tflops bandwidth latency mlp-bf16 \
+           scaling-projection; do
     skip_stage "$b"
   done
 fi
