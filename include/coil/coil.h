@@ -358,8 +358,9 @@ COIL_API bool coil_reset_profile(coil_model *model, coil_error *err);
  * too, repeating the first failure's message, so a program may check only the end of a
  * sequence (coil_output's and coil_build's results). Errors name the op as the value it
  * would have made ("%5 = matmul") and what is wrong: an unknown op (with the nearest
- * name), the wrong number of operands, an attribute the op lacks or of the wrong kind
- * (COIL_ERR_USAGE), text that does not parse (COIL_ERR_SYNTAX), operands of types the op
+ * name), the wrong number of operands or a required attribute missing (COIL_ERR_USAGE);
+ * type or attribute text that does not parse, or names an attribute the op lacks or gives
+ * one of the wrong kind (COIL_ERR_SYNTAX: the IR parser reads it); operands of types the op
  * cannot take, listed with their types (COIL_ERR_SHAPE). */
 typedef struct coil_builder coil_builder;
 
