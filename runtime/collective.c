@@ -1,22 +1,26 @@
-/* collective.c — the collectives (runtime/collective.h) as ring algorithms over the
- * ring's links (comm_ring.h), run in order by one thread per Comm, so a started
- * collective moves its bytes while the caller computes. All-reduce is reduce-scatter then
- * all-gather: each rank sends and receives 2(n-1)/n of the data, whatever the world size.
- * Every rank adds the chunks in the same order, so all end with the same bits. */
+/* collective.c — the collectives (runtime/collective.h), run in order by one thread per
+ * Comm, so a started collective moves its bytes while the caller computes: on Open MPI
+ * (comm_mpi.c) under mpirun, else as ring algorithms over the ring's TCP links
+ * (comm_ring.h). The ring's all-reduce is reduce-scatter then all-gather: each rank sends
+ * and receives 2(n-1)/n of the data, whatever the world size. Every rank adds the chunks
+ * in the same order, so all end with the same bits. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/ir.h"
 #include "runtime/collective.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/comm_ring.h"
 
-typedef enum CommKind {
-    COMM_ALL_REDUCE, COMM_REDUCE_SCATTER, COMM_ALL_GATHER, COMM_BROADCAST, COMM_BARRIER
-} CommKind;
+const char *const comm_kind_name[] = {"all-reduce", "reduce-scatter", "all-gather",
+                                      "broadcast", "barrier"};
 
-static const char *const kind_name[] = {"all-reduce", "reduce-scatter", "all-gather",
-                                        "broadcast", "barrier"};
+/* Which engine moves the bytes (none: a world of one). */
+typedef enum Engine { ENGINE_NONE, ENGINE_TCP, ENGINE_MPI } Engine;
+static const char *const engine_names[] = {"none", "tcp", "mpi"};
 
 /* An element type of the reduced arrays: its bytes, and in += out summed elementwise. */
 typedef struct Elem {
@@ -44,13 +48,7 @@ static const Elem elems[] = {[COMM_F32] = {4, add_f32}, [COMM_BF16] = {2, add_bf
 
 struct CommOp {
     Comm *c;
-    CommKind kind;
-    char *data;       /* the reduced collectives' array of n elements of *elem */
-    int64_t n;
-    const Elem *elem;
-    void *bytes;      /* broadcast's */
-    size_t nbytes;
-    int root;
+    CommWork w;
     bool done, ok;
     Err err;
     CommOp *next;
@@ -58,7 +56,9 @@ struct CommOp {
 
 struct Comm {
     World w;
-    Ring *ring;              /* NULL in a world of one */
+    Engine engine;
+    Ring *ring;              /* ENGINE_TCP's */
+    Mpi *mpi;                /* ENGINE_MPI's */
     pthread_t thread;
     bool started, stop;
     pthread_mutex_t mu;
@@ -140,21 +140,21 @@ static bool broadcast(Comm *c, char *b, size_t n, int root, Err *e)
     return ok;
 }
 
-static bool run_op(Comm *c, CommOp *op, Err *e)
+static bool run_on_ring(Comm *c, const CommWork *w, Err *e)
 {
-    const char *what = kind_name[op->kind];
+    const char *what = comm_kind_name[w->kind];
     float token[WORLD_MAX] = {0}; /* a barrier: one float a rank, so every link carries one */
-    const Elem *el = op->elem;
-    switch (op->kind) {
+    const Elem *el = &elems[w->dtype];
+    switch (w->kind) {
     case COMM_ALL_REDUCE:
-        return reduce_scatter(c, op->data, op->n, el, what, e) &&
-               all_gather(c, op->data, op->n, el, what, e);
+        return reduce_scatter(c, w->data, w->n, el, what, e) &&
+               all_gather(c, w->data, w->n, el, what, e);
     case COMM_REDUCE_SCATTER:
-        return reduce_scatter(c, op->data, op->n, el, what, e);
+        return reduce_scatter(c, w->data, w->n, el, what, e);
     case COMM_ALL_GATHER:
-        return all_gather(c, op->data, op->n, el, what, e);
+        return all_gather(c, w->data, w->n, el, what, e);
     case COMM_BROADCAST:
-        return broadcast(c, op->bytes, op->nbytes, op->root, e);
+        return broadcast(c, w->data, w->bytes, w->root, e);
     case COMM_BARRIER:
         el = &elems[COMM_F32];
         return reduce_scatter(c, (char *)token, c->w.size, el, what, e) &&
@@ -163,15 +163,40 @@ static bool run_op(Comm *c, CommOp *op, Err *e)
     return false;
 }
 
+static bool run_op(Comm *c, CommOp *op, Err *e)
+{
+    return c->mpi ? mpi_run(c->mpi, &op->w, e) : run_on_ring(c, &op->w, e);
+}
+
+/* Waits (the lock held) for a collective to be started. MPI's engine wakes every 10 ms to
+ * answer the other ranks' questions (how a rank that timed out finds the lost one). */
+static void wait_for_work(Comm *c)
+{
+    if (!c->mpi) {
+        pthread_cond_wait(&c->changed, &c->mu);
+        return;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 10 * 1000 * 1000;
+    until.tv_sec += until.tv_nsec / 1000000000, until.tv_nsec %= 1000000000;
+    if (pthread_cond_timedwait(&c->changed, &c->mu, &until) == ETIMEDOUT) {
+        pthread_mutex_unlock(&c->mu);
+        mpi_idle(c->mpi);
+        pthread_mutex_lock(&c->mu);
+    }
+}
+
 /* The thread: each started collective in turn; after a failure every later one fails
- * with the same error (the ranks no longer agree on what comes next). */
+ * with the same error (the ranks no longer agree on what comes next). Under MPI a failure
+ * ends the job there and then: the other ranks would wait in MPI for this one. */
 static void *worker(void *arg)
 {
     Comm *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->head && !c->stop)
-            pthread_cond_wait(&c->changed, &c->mu);
+            wait_for_work(c);
         if (!c->head)
             break;
         CommOp *op = c->head;
@@ -183,6 +208,8 @@ static void *worker(void *arg)
         double t0 = clock_seconds();
         Err e = broken ? c->why : (Err){0};
         bool ok = !broken && run_op(c, op, &e);
+        if (!ok && c->mpi)
+            mpi_abort(c->mpi, &e);
         pthread_mutex_lock(&c->mu);
         c->busy_s += clock_seconds() - t0;
         if (!ok && !c->broken)
@@ -192,6 +219,32 @@ static void *worker(void *arg)
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+/* COIL_COMM: tcp, mpi, or auto (unset): MPI when the world is mpirun's (its variables,
+ * not torchrun's, gave it) and Open MPI's library loads, else TCP. */
+static bool choose_engine(const World *w, Engine *engine, Err *e)
+{
+    static const char *const choices[] = {"auto", "tcp", "mpi"};
+    const char *s = getenv("COIL_COMM");
+    int choice = s && *s ? name_index(choices, 3, s) : 0;
+    bool by_mpirun = w->launcher && strcmp(w->launcher, "mpirun") == 0;
+    bool mpi_job = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"); /* MPI can start */
+    Err quiet = {0};
+    if (choice < 0) {
+        err_set(e, ERR_USAGE, "COIL_COMM=%s: expected tcp, mpi or auto", s);
+        return false;
+    }
+    *engine = w->size == 1 ? ENGINE_NONE
+              : choice == 0 ? (by_mpirun && mpi_loads(&quiet) ? ENGINE_MPI : ENGINE_TCP)
+                            : choice == 1 ? ENGINE_TCP : ENGINE_MPI;
+    if (*engine == ENGINE_MPI && !mpi_job) {
+        err_set(e, ERR_USAGE, "COIL_COMM=mpi: this process was not started by Open MPI's mpirun "
+                "(OMPI_COMM_WORLD_SIZE is unset): start the ranks with mpirun, or set "
+                "COIL_COMM=tcp");
+        return false;
+    }
+    return true;
 }
 
 Comm *comm_open(const World *w, double timeout_s, Err *e)
@@ -204,7 +257,11 @@ Comm *comm_open(const World *w, double timeout_s, Err *e)
     c->w = *w;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->changed, NULL);
-    bool ok = w->size == 1 || (c->ring = ring_connect(w, timeout_s, e)) != NULL;
+    bool ok = choose_engine(w, &c->engine, e);
+    if (ok && c->engine == ENGINE_TCP)
+        ok = (c->ring = ring_connect(w, timeout_s, e)) != NULL;
+    else if (ok && c->engine == ENGINE_MPI)
+        ok = (c->mpi = mpi_open(w, timeout_s, e)) != NULL;
     if (ok && w->size > 1) {
         ok = pthread_create(&c->thread, NULL, worker, c) == 0;
         c->started = ok;
@@ -231,6 +288,7 @@ void comm_free(Comm *c)
     for (CommOp *op = c->head, *next; op; op = next) /* started, never waited for */
         next = op->next, free(op);
     ring_free(c->ring);
+    mpi_close(c->mpi); /* after the thread: MPI is called from one thread at a time */
     pthread_cond_destroy(&c->changed);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -238,13 +296,15 @@ void comm_free(Comm *c)
 
 int comm_rank(const Comm *c) { return c->w.rank; }
 int comm_size(const Comm *c) { return c->w.size; }
+const char *comm_engine(const Comm *c) { return engine_names[c->engine]; }
 
 /* The op queued for the thread (a world of one has nothing to move: done at once). */
 static CommOp *start(Comm *c, CommOp op, Err *e)
 {
     CommOp *o = malloc(sizeof *o);
     if (!o) {
-        err_set(e, ERR_MEMORY, "data-parallel: out of memory starting a %s", kind_name[op.kind]);
+        err_set(e, ERR_MEMORY, "data-parallel: out of memory starting a %s",
+                comm_kind_name[op.w.kind]);
         return NULL;
     }
     *o = op;
@@ -265,18 +325,18 @@ static CommOp *start(Comm *c, CommOp op, Err *e)
 
 CommOp *comm_all_reduce_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e)
 {
-    return start(c, (CommOp){.kind = COMM_ALL_REDUCE, .data = data, .n = n, .elem = &elems[t]}, e);
+    return start(c, (CommOp){.w = {.kind = COMM_ALL_REDUCE, .data = data, .n = n, .dtype = t}}, e);
 }
 
 CommOp *comm_reduce_scatter_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e)
 {
-    return start(c, (CommOp){.kind = COMM_REDUCE_SCATTER, .data = data, .n = n,
-                             .elem = &elems[t]}, e);
+    return start(c, (CommOp){.w = {.kind = COMM_REDUCE_SCATTER, .data = data, .n = n,
+                                    .dtype = t}}, e);
 }
 
 CommOp *comm_all_gather_start(Comm *c, void *data, int64_t n, CommDtype t, Err *e)
 {
-    return start(c, (CommOp){.kind = COMM_ALL_GATHER, .data = data, .n = n, .elem = &elems[t]}, e);
+    return start(c, (CommOp){.w = {.kind = COMM_ALL_GATHER, .data = data, .n = n, .dtype = t}}, e);
 }
 
 CommOp *comm_broadcast_start(Comm *c, void *data, size_t bytes, int root, Err *e)
@@ -285,10 +345,14 @@ CommOp *comm_broadcast_start(Comm *c, void *data, size_t bytes, int root, Err *e
         err_set(e, ERR_INPUT, "data-parallel: broadcast from rank %d of %d", root, c->w.size);
         return NULL;
     }
-    return start(c, (CommOp){.kind = COMM_BROADCAST, .bytes = data, .nbytes = bytes, .root = root}, e);
+    return start(c, (CommOp){.w = {.kind = COMM_BROADCAST, .data = data, .bytes = bytes,
+                                    .root = root}}, e);
 }
 
-CommOp *comm_barrier_start(Comm *c, Err *e) { return start(c, (CommOp){.kind = COMM_BARRIER}, e); }
+CommOp *comm_barrier_start(Comm *c, Err *e)
+{
+    return start(c, (CommOp){.w = {.kind = COMM_BARRIER}}, e);
+}
 
 bool comm_wait(CommOp *op, Err *e)
 {

@@ -12,7 +12,8 @@
 typedef struct World {
     int rank, size;             /* 0 <= rank < size; size 1: a process on its own */
     int local_rank, local_size; /* among the ranks on this host (its GPU: local_rank) */
-    char master_addr[256];      /* where rank 0 listens ("127.0.0.1" when unset) */
+    char master_addr[256];      /* where rank 0 listens for the TCP engine ("127.0.0.1"
+                                   when unset; the MPI engine needs none) */
     int master_port;            /* 29500 when unset, as torchrun */
     const char *launcher;       /* "torchrun", "mpirun", "srun" or "none" */
 } World;

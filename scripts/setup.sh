@@ -14,6 +14,7 @@ REQUIRED=(
     llvm-19-dev:llvm-config-19 llvm-19-tools:/usr/lib/llvm-19/bin/FileCheck
     python3:python3 libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
     pkg-config:pkg-config python3-numpy:/usr/lib/python3/dist-packages/numpy/__init__.py
+    openmpi-bin:mpirun # the data-parallel tests under mpirun (coil opens libmpi at run time)
 )
 if [ "${1:-}" = --fuzz ]; then
     REQUIRED+=(clang-19:clang-19

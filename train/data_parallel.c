@@ -349,6 +349,7 @@ bool dp_sum_scalar(DataParallel *dp, double *x, Err *e)
 }
 
 bool dp_barrier(DataParallel *dp, Err *e) { return comm_barrier(dp->comm, e); }
+const char *dp_engine(const DataParallel *dp) { return comm_engine(dp->comm); }
 int dp_rank(const DataParallel *dp) { return comm_rank(dp->comm); }
 int dp_size(const DataParallel *dp) { return comm_size(dp->comm); }
 

@@ -40,6 +40,8 @@ bool dp_sum_grads(DataParallel *dp, Tensor *grads, int n, Err *e);
 bool dp_mean(DataParallel *dp, double *x, Err *e);
 bool dp_sum_scalar(DataParallel *dp, double *x, Err *e);
 bool dp_barrier(DataParallel *dp, Err *e);
+/* The collectives' engine: "tcp", "mpi" (runtime/collective.h's comm_engine). */
+const char *dp_engine(const DataParallel *dp);
 int dp_rank(const DataParallel *dp);
 int dp_size(const DataParallel *dp);
 

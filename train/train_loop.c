@@ -1048,6 +1048,10 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     res->mfu = res->flops_per_step * per_s, res->hfu = res->hflops_per_step * per_s;
     if (ok && o->measure_scaling && r.dp) /* last: it changes the run's state */
         ok = measure_alone(&r, res, e);
+    /* Under MPI the others time out and end the job (MPI_Abort) while this rank waits to
+     * close: its own error is said now or never */
+    if (!ok && r.dp && strcmp(dp_engine(r.dp), "mpi") == 0)
+        fprintf(stderr, "coil: rank %d: %s\n", o->world.rank, e->msg);
     run_free(&r);
     return ok;
 }
