@@ -20,6 +20,7 @@ static Expr *number_int(ParseCtx *ctx, int64_t v, Loc loc);
 static Stmt *stmt_checked(ParseCtx *ctx, Stmt *s);
 static void depth_check(ParseCtx *ctx, Expr *e);
 static Param *new_param(ParseCtx *ctx, const char *name, TypeExpr *type, Expr *def, Loc loc);
+static LabelPart *new_label_part(ParseCtx *ctx, const char *name, Expr *index, Loc loc);
 static Arg *new_arg(ParseCtx *ctx, const char *kw, Expr *value, Loc loc);
 static void add_item(ParseCtx *ctx, Item *it);
 #define TOO_MANY_ERRORS() (diags_count(ctx->diags) >= AST_MAX_ERRORS)
@@ -53,9 +54,11 @@ static void add_item(ParseCtx *ctx, Item *it);
 %token <i> INT "integer"
 %token <f> FLOAT "float"
 %token <dt> DTYPE "dtype"
-%token CONFIG "config" BLOCK "block" MODEL "model" PARAM "param" RETURN "return"
-%token REPEAT "repeat" AS "as" IF "if" ELSE "else" INCLUDE "include"
-%token TRUE "true" FALSE "false" KW_INT "int" KW_FLOAT "float type"
+/* keywords carry their text too: a label may use them (label_word) */
+%token <str> CONFIG "config" BLOCK "block" MODEL "model" PARAM "param" RETURN "return"
+%token <str> REPEAT "repeat" AS "as" IF "if" ELSE "else" INCLUDE "include"
+%token TRUE "true" FALSE "false"
+%token <str> KW_INT "int" KW_FLOAT "float type"
 %token ARROW "->" FLOORDIV "//" EQEQ "==" NE "!=" LE "<=" GE ">=" ELLIPSIS "..."
 %token NL "end of line"
 
@@ -68,13 +71,13 @@ static void add_item(ParseCtx *ctx, Item *it);
 %type <list> exprs dims dims_opt list_items args args_opt label targets
 %type <list> params params_opt rets ret_list stmts cfg_entries
 %type <arg> arg
-%type <label> label_part
 %type <stmt> stmt if_stmt body
 %type <param> param ret
 %type <type> ptype tensortype
 %type <cfg> cfg_entry
 %type <item> item
-%type <str> opt_as
+%type <str> opt_as label_word first_word
+%type <expr> label_index
 
 %%
 
@@ -106,19 +109,19 @@ item
           $$ = ast_new(ctx, sizeof(Item));
           *$$ = (Item){.kind = I_BLOCK, .loc = LOC(@2), .name = $2, .params = $4.head, .body = $7};
       }
-    | BLOCK IDENT '(' params_opt ')' ARROW rets opt_nl body {
+    | BLOCK IDENT '(' params_opt ')' opt_nl ARROW rets opt_nl body {
           $$ = ast_new(ctx, sizeof(Item));
           *$$ = (Item){.kind = I_BLOCK, .loc = LOC(@2), .name = $2, .params = $4.head,
-                       .rets = $7.head, .body = $9};
+                       .rets = $8.head, .body = $10};
       }
     | MODEL IDENT '(' params_opt ')' opt_nl body {
           $$ = ast_new(ctx, sizeof(Item));
           *$$ = (Item){.kind = I_MODEL, .loc = LOC(@2), .name = $2, .params = $4.head, .body = $7};
       }
-    | MODEL IDENT '(' params_opt ')' ARROW rets opt_nl body {
+    | MODEL IDENT '(' params_opt ')' opt_nl ARROW rets opt_nl body {
           $$ = ast_new(ctx, sizeof(Item));
           *$$ = (Item){.kind = I_MODEL, .loc = LOC(@2), .name = $2, .params = $4.head,
-                       .rets = $7.head, .body = $9};
+                       .rets = $8.head, .body = $10};
       }
     ;
 
@@ -334,19 +337,25 @@ call
     | label ':' IDENT '(' args_opt ')'  { $$ = ast_call(ctx, $3, $5.head, $1.head, LOC(@3)); }
     ;
 
+/* A label's parts after a dot may be any keyword, and its first may be `model`, so
+ * state-dict names such as model.layers.0.mlp are written as they are (the first part is
+ * kept to names and `model` so that `return x` and `if c` still read as statements). */
 label
-    : label_part            { $$ = list_append((List){0}, $1); }
-    | label '.' label_part  { $$ = list_append($1, $3); }
+    : first_word label_index {
+          $$ = list_append((List){0}, new_label_part(ctx, $1, $2, LOC(@1)));
+      }
+    | label '.' label_word label_index {
+          $$ = list_append($1, new_label_part(ctx, $3, $4, LOC(@3)));
+      }
     ;
-label_part
-    : IDENT {
-          $$ = ast_new(ctx, sizeof(LabelPart));
-          *$$ = (LabelPart){.name = $1, .loc = LOC(@1)};
-      }
-    | IDENT '[' expr ']' {
-          $$ = ast_new(ctx, sizeof(LabelPart));
-          *$$ = (LabelPart){.name = $1, .index = $3, .loc = LOC(@1)};
-      }
+label_index
+    : %empty          { $$ = NULL; }
+    | '[' expr ']'    { $$ = $2; }
+    ;
+first_word : IDENT | MODEL ;
+label_word
+    : IDENT | CONFIG | BLOCK | MODEL | PARAM | RETURN | REPEAT | AS | IF | ELSE | INCLUDE
+    | KW_INT | KW_FLOAT
     ;
 
 args_opt : %empty { $$ = (List){0}; } | args | args ',' ;
@@ -404,6 +413,13 @@ static Stmt *stmt_checked(ParseCtx *ctx, Stmt *s)
         diag_error(ctx->diags, s->loc, "statements nested too deeply (more than %d levels)",
                    AST_MAX_DEPTH);
     return s;
+}
+
+static LabelPart *new_label_part(ParseCtx *ctx, const char *name, Expr *index, Loc loc)
+{
+    LabelPart *p = ast_new(ctx, sizeof(LabelPart));
+    *p = (LabelPart){.name = name, .index = index, .loc = loc};
+    return p;
 }
 
 static Param *new_param(ParseCtx *ctx, const char *name, TypeExpr *type, Expr *def, Loc loc)
