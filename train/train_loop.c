@@ -1,78 +1,25 @@
 /* train_loop.c — the training loop: graph, compile, batches, optimizer, progress (text or JSON
- * lines), checkpoints, and a trace of the first steps (--trace). */
+ * lines), data parallelism's part of a step, and a trace of the first steps (--trace);
+ * checkpoints are checkpoint.c's, the C API's held runs train_run.c's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/fileio.h"
 #include "base/json.h"
-#include "base/version.h"
 #include "io/npy.h"
-#include "io/safetensors.h"
 #include "ir/summary.h"
 #include "passes/passes.h"
 #include "pipeline/training.h"
 #include "runtime/cpu/peak.h"
 #include "runtime/init.h"
 #include "runtime/pool.h"
-#include "runtime/trace.h"
-#include "train/data.h"
-#include "train/data_parallel.h"
-#include "train/train.h"
-#include "train/zero.h"
+#include "train/run.h"
 
 #define LOADER_DEPTH 4
-#define CHECKPOINT_FILE "checkpoint.safetensors"
-#define CHECKPOINT_LOCK "train.lock"
 /* Steps in a row whose loss (or, with no loss scale left to lower, gradient) is not finite
  * before a run is declared diverged: a lone overflow is survivable, ten are not. */
 #define DIVERGED_STEPS 10
-
-/* ---------------------------------------------------------------- state */
-
-/* What a checkpoint's metadata says about where its run stands (checked values). */
-typedef struct Saved {
-    uint64_t step, data_pos, seed;
-    const char *optimizer, *coil; /* strings of the file's */
-    bool has_scale;      /* f16's loss scale, when the run that saved it had one */
-    double scale;
-    uint64_t good;
-} Saved;
-
-typedef struct Run {
-    const TrainOptions *o;
-    Graph *joint;
-    Compiled *c;
-    SymBind sb;
-    Tensor *inputs, *params, *outputs, *accum;
-    bool *given;
-    int nparam, targets_at, tokens_at;
-    Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
-    DataParallel *dp;         /* with other ranks: the collectives (NULL: alone) */
-    Zero *zero;               /* --zero: the optimizer over this rank's shard (opt NULL) */
-    bool overlap;             /* the engine starts the gradients' sums during the backward */
-    bool ran;                 /* a run is done (the first may be autotuned: no overlap) */
-    const DeviceTraining *dt; /* where the parameters stay on the device (a GPU's): its */
-    void *dev;                /* runs and optimizer, the update where the gradients are */
-    bool *fetch;         /* on a GPU: the outputs brought home (the loss, not gradients) */
-    Loader *loader;
-    int col_input[8];    /* arrays mode: the graph input each array feeds */
-    int scale_at;        /* f16: the input "loss_scale", else -1 */
-    double scale;        /* the loss scale (1 without f16) */
-    int64_t good;        /* steps since the scale last changed */
-    int64_t step;
-    double flops, hflops, peak; /* the model's FLOPs a micro-batch; with recomputation */
-    int64_t rss0;        /* resident bytes once compiled, before any training state */
-    DirLock lock;        /* on the save directory, for the whole run */
-    StFile ck;           /* --resume: the checkpoint, checked before compiling, then read */
-    Saved saved;
-    int64_t bad;         /* steps in a row that went wrong (count_divergence) */
-    double bad_loss, bad_norm; /* the last such step's */
-    Trace *trace;        /* o->trace: the joint graph's runs, until o->trace_steps */
-    const Tensor *batch; /* train_step: the caller's micro-batches (else NULL) */
-    bool broken;         /* train_resume failed while restoring: the state is mixed */
-} Run;
 
 /* The process's resident set now (/proc/self/statm), 0 when unknown. */
 static int64_t resident_bytes(void)
@@ -87,7 +34,7 @@ static int64_t resident_bytes(void)
     return (int64_t)resident * sysconf(_SC_PAGESIZE);
 }
 
-static void run_free(Run *r)
+void run_free(Run *r)
 {
     for (int i = 0; r->joint && i < r->joint->ninput; i++)
         tensor_free(&r->inputs[i]);
@@ -149,7 +96,7 @@ static bool on_device(Run *r, Err *e)
 }
 
 /* The device's parameters and optimizer state into the host's tensors (checkpoints). */
-static bool to_host(Run *r, Err *e)
+bool run_to_host(Run *r, Err *e)
 {
     return !r->dev || (r->dt->download_params(r->c->engine, r->params, e) &&
                        r->dt->download(r->dev, r->opt, e));
@@ -174,8 +121,8 @@ static int64_t first_nonfinite(const Tensor *t)
 
 /* Every tensor finite, or an error naming the first that is not; `what` says where the
  * tensors come from and `why` what to do. */
-static bool check_finite(const Tensor *t, const char *const *names, int n, const char *what,
-                         const char *why, Err *e)
+bool run_check_finite(const Tensor *t, const char *const *names, int n, const char *what,
+                      const char *why, Err *e)
 {
     for (int i = 0; i < n; i++) {
         int64_t at = first_nonfinite(&t[i]);
@@ -198,7 +145,7 @@ static bool weights_finite(const Run *r, Err *e)
         graph_params(r->joint, ids);
         for (int i = 0; i < r->nparam; i++)
             names[i] = node_name(&r->joint->node[ids[i]]);
-        ok = check_finite(r->params, names, r->nparam, r->o->weights, "training from it would "
+        ok = run_check_finite(r->params, names, r->nparam, r->o->weights, "training from it would "
                           "only skip steps; give finite weights", e);
     } else
         err_set(e, ERR_MEMORY, "out of memory");
@@ -243,18 +190,18 @@ static bool make_optimizer(Run *r, Err *e)
 }
 
 /* The optimizer state, whole (ZeRO's between zero_state_gather or _open and _close). */
-static int state_count(const Run *r)
+int run_state_count(const Run *r)
 {
     return r->zero ? zero_state_count(r->zero) : optim_state_count(r->opt);
 }
 
-static Tensor *state_at(Run *r, int i, const char **name)
+Tensor *run_state_at(Run *r, int i, const char **name)
 {
     return r->zero ? zero_state(r->zero, i, name) : optim_state(r->opt, i, name);
 }
 
 /* The joint graph, compiled, with parameters and sizes. */
-static bool setup(Run *r, const Graph *model, Err *e)
+bool run_setup(Run *r, const Graph *model, Err *e)
 {
     const TrainOptions *o = r->o;
     if (!(r->joint = train_joint_graph(model, o, &r->sb, &r->flops, e)))
@@ -285,300 +232,6 @@ static bool setup(Run *r, const Graph *model, Err *e)
                        : init_params(g, &r->sb, o->seed, r->params, e)) &&
            schedule_reduction(r, e) && make_optimizer(r, e) && on_device(r, e) &&
            (!r->dp || dp_broadcast(r->dp, r->params, r->nparam, e));
-}
-
-/* ---------------------------------------------------------------- checkpoints */
-
-/* The save directory, for this run alone: created, locked (a second writer fails at once,
- * naming this one), and rid of the temporaries a killed writer left (under the lock no
- * live writer can own one). */
-static bool claim_save_dir(Run *r, Err *e)
-{
-    const char *dir = r->o->save;
-    int removed = 0;
-    if (!make_dir(dir, "checkpoint", e) ||
-        !dir_lock(&r->lock, dir, CHECKPOINT_LOCK, "checkpoints", e) ||
-        !atomic_sweep(dir, CHECKPOINT_FILE, &removed, e))
-        return false;
-    if (removed)
-        fprintf(stderr, "note: %s: removed %d temporary checkpoint file%s a killed run left\n",
-                dir, removed, removed == 1 ? "" : "s");
-    return true;
-}
-
-/* Parameters, optimizer state, the step and the data position, the run's identity
- * (seed, optimizer, coil version) and, under f16, the loss scale: one safetensors file
- * sealed with a digest of all of it, written beside its name, fsynced and renamed (a kill
- * leaves the previous one whole). Non-finite parameters are never saved over it. */
-static bool save_checkpoint(Run *r, Err *e)
-{
-    char path[4096], step[32], pos[32], seed[32], scale[40], good[32];
-    snprintf(path, sizeof path, "%s/%s", r->o->save, CHECKPOINT_FILE);
-    if (!to_host(r, e))
-        return false;
-    int ns = state_count(r), n = r->nparam + ns;
-    const char **names = calloc((size_t)n + 1, sizeof *names);
-    Tensor *t = calloc((size_t)n + 1, sizeof *t);
-    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
-    bool ok = names && t && ids;
-    if (ok) {
-        graph_params(r->joint, ids);
-        for (int i = 0; i < r->nparam; i++)
-            names[i] = node_name(&r->joint->node[ids[i]]), t[i] = r->params[i];
-        for (int i = 0; i < ns; i++)
-            t[r->nparam + i] = *state_at(r, i, &names[r->nparam + i]);
-        snprintf(step, sizeof step, "%lld", (long long)r->step);
-        snprintf(pos, sizeof pos, "%llu", (unsigned long long)(r->loader ? loader_position(r->loader) : 0));
-        snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->o->seed);
-        snprintf(scale, sizeof scale, "%.17g", r->scale);
-        snprintf(good, sizeof good, "%lld", (long long)r->good);
-        const char *key[] = {"step", "data_position", "seed", "optimizer", "coil", "loss_scale",
-                             "loss_scale_good"};
-        const char *val[] = {step, pos, seed, optim_name(r->o->opt.kind), COIL_VERSION_TEXT, scale,
-                             good};
-        ok = check_finite(t, names, n, path, "the run diverged; not saving over the last "
-                          "checkpoint", e) &&
-             safetensors_write_sealed(path, names, t, n, key, val, r->scale_at >= 0 ? 7 : 5, e);
-    } else
-        err_set(e, ERR_MEMORY, "out of memory writing a checkpoint");
-    free(names), free(t), free(ids);
-    return ok;
-}
-
-/* A checkpoint, written by one rank (writes); under ZeRO every rank gathers the optimizer
- * state for it first (a collective). */
-static bool checkpoint(Run *r, bool writes, Err *e)
-{
-    if (r->zero && !zero_state_gather(r->zero, e))
-        return false;
-    bool ok = !writes || save_checkpoint(r, e);
-    if (r->zero)
-        zero_state_close(r->zero);
-    return ok;
-}
-
-/* A whole number in [0, max] from the checkpoint's metadata; errors name the key and
- * the value found. */
-static bool meta_count(const StFile *f, const char *path, const char *key, uint64_t max,
-                       uint64_t *out, Err *e)
-{
-    const char *v = safetensors_meta(f, key);
-    uint64_t x = 0;
-    bool ok = v && *v && strlen(v) <= 20;
-    for (const char *c = v; ok && *c; c++)
-        ok = *c >= '0' && *c <= '9' && !__builtin_mul_overflow(x, 10, &x) &&
-             !__builtin_add_overflow(x, (uint64_t)(*c - '0'), &x);
-    if (ok && x <= max)
-        return *out = x, true;
-    if (!v)
-        err_set(e, ERR_INPUT, "%s: the metadata has no \"%s\": not a checkpoint coil train wrote",
-                path, key);
-    else
-        err_set(e, ERR_INPUT, "%s: metadata \"%s\" is \"%.40s\": expected a whole number from 0 "
-                "to %llu; the file was edited or damaged", path, key, v, (unsigned long long)max);
-    return false;
-}
-
-/* f16's loss scale and its count of good steps, when the checkpoint has them. */
-static bool meta_scale(const StFile *f, const char *path, Saved *s, Err *e)
-{
-    const char *v = safetensors_meta(f, "loss_scale");
-    if (!v)
-        return true;
-    char *end;
-    s->scale = strtod(v, &end);
-    if (end == v || *end || !(s->scale >= 1 && s->scale <= 0x1p24)) {
-        err_set(e, ERR_INPUT, "%s: metadata \"loss_scale\" is \"%.40s\": expected a number from 1 "
-                "to 2^24; the file was edited or damaged", path, v);
-        return false;
-    }
-    s->has_scale = true;
-    return meta_count(f, path, "loss_scale_good", LOSS_SCALE_GROWTH, &s->good, e);
-}
-
-/* Every value range-checked and the digest held against the contents before anything is
- * taken from the file. */
-static bool read_saved(const Run *r, const StFile *f, const char *path, Saved *s, Err *e)
-{
-    s->optimizer = safetensors_meta(f, "optimizer"), s->coil = safetensors_meta(f, "coil");
-    if (!meta_count(f, path, "step", (uint64_t)1 << 53, &s->step, e) ||
-        !meta_count(f, path, "data_position", UINT64_MAX, &s->data_pos, e) ||
-        !meta_count(f, path, "seed", UINT64_MAX, &s->seed, e) || !meta_scale(f, path, s, e))
-        return false;
-    if (!s->optimizer || !s->coil) {
-        err_set(e, ERR_INPUT, "%s: the metadata has no \"%s\": not a checkpoint coil train wrote",
-                path, s->optimizer ? "coil" : "optimizer");
-        return false;
-    }
-    const char *sealed = safetensors_meta(f, SAFETENSORS_DIGEST_KEY);
-    char hex[65];
-    safetensors_digest(f, hex);
-    if (!sealed && !r->o->resume_anyway) {
-        err_set(e, ERR_INPUT, "%s: has no checksum (metadata \"%s\"): written by an older coil "
-                "or another tool; give --resume-anyway to load it unchecked", path,
-                SAFETENSORS_DIGEST_KEY);
-        return false;
-    }
-    if (sealed && strcmp(sealed, hex) != 0) {
-        err_set(e, ERR_INPUT, "%s: damaged: its contents do not match its checksum (SHA-256 "
-                "%.16s..., the file says %.16s...); resume from a copy, or start again "
-                "without --resume", path, hex, sealed);
-        return false;
-    }
-    return true;
-}
-
-/* The run this checkpoint continues must be the one that saved it: the same coil, seed
- * (data order, dropout masks) and optimizer (its state's meaning), unless overridden. */
-static bool same_run(const Run *r, const Saved *s, const char *path, Err *e)
-{
-    const TrainOptions *o = r->o;
-    const char *opt = optim_name(o->opt.kind);
-    if (o->resume_anyway)
-        return true;
-    if (strcmp(s->coil, COIL_VERSION_TEXT) != 0)
-        err_set(e, ERR_INPUT, "%s: saved by coil %.40s, this is coil %s: the run would not "
-                "continue as it began; give --resume-anyway to resume it regardless", path,
-                s->coil, COIL_VERSION_TEXT);
-    else if (s->seed != o->seed)
-        err_set(e, ERR_INPUT, "%s: saved by a run with --seed %llu, this one has --seed %llu: "
-                "its data order and dropout masks would not continue; give --seed %llu, or "
-                "--resume-anyway to resume with the new seed", path,
-                (unsigned long long)s->seed, (unsigned long long)o->seed,
-                (unsigned long long)s->seed);
-    else if (strcmp(s->optimizer, opt) != 0)
-        err_set(e, ERR_INPUT, "%s: saved by a run with --optimizer %.40s, this one has %s: the "
-                "optimizer state would be misread; give --optimizer %.40s, or --resume-anyway to "
-                "keep the parameters and start %s's state afresh", path, s->optimizer, opt,
-                s->optimizer, opt);
-    else
-        return true;
-    return false;
-}
-
-/* A tensor of the checkpoint into dst (the model's parameter or the optimizer's state),
- * by name: the same dtype and shape, every element finite. */
-static bool restore(const StFile *f, const char *path, const char *name, Tensor *dst, bool *used,
-                    Err *e)
-{
-    const StEntry *en = safetensors_find(f, name);
-    char want[256], got[256];
-    if (!en) {
-        err_set(e, ERR_INPUT, "%s: has no tensor '%s': saved from another model (or other --set "
-                "values, or another optimizer's settings)", path, name);
-        return false;
-    }
-    used[en - f->entry] = true;
-    Tensor t = {.dt = en->dt, .rank = en->rank};
-    memcpy(t.shape, en->shape, sizeof t.shape);
-    bool same = t.dt == dst->dt && t.rank == dst->rank;
-    for (int d = 0; same && d < t.rank; d++)
-        same = t.shape[d] == dst->shape[d];
-    if (!same) {
-        err_set(e, ERR_INPUT, "%s: tensor '%s' is %s, the run's is %s: saved from another model "
-                "(or other --set values)", path, name, tensor_fmt(&t, got, sizeof got),
-                tensor_fmt(dst, want, sizeof want));
-        return false;
-    }
-    /* checked where it lands: the file's bytes need not be aligned for floats */
-    memcpy(dst->data, f->data + en->begin, tensor_nbytes(dst));
-    return check_finite(dst, &name, 1, path, "saved from a diverged run; resume from an "
-                        "earlier checkpoint", e);
-}
-
-/* Tensors the run did not take: another model's or another optimizer's. */
-static bool none_left(const StFile *f, const bool *used, const char *path, Err *e)
-{
-    char list[512] = "";
-    int left = 0;
-    for (int i = 0; i < f->nentry; i++)
-        if (!used[i] && left++ < 8)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", left > 1 ? ", " : "",
-                     f->entry[i].name);
-    if (!left)
-        return true;
-    err_set(e, ERR_INPUT, "%s: holds %d tensor%s this run has no use for (%s%s): saved from "
-            "another model or optimizer", path, left, left == 1 ? "" : "s", list,
-            left > 8 ? ", ..." : "");
-    return false;
-}
-
-/* Parameters and, when the run is the same, the optimizer state (under --resume-anyway
- * with another optimizer, it starts afresh). */
-static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *s, Err *e)
-{
-    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
-    bool *used = calloc((size_t)f->nentry + 1, sizeof *used);
-    bool ok = ids && used, same_opt = strcmp(s->optimizer, optim_name(r->o->opt.kind)) == 0;
-    if (ok)
-        graph_params(r->joint, ids);
-    else
-        err_set(e, ERR_MEMORY, "out of memory");
-    for (int i = 0; ok && i < r->nparam; i++)
-        ok = restore(f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], used, e);
-    ok = ok && (!r->zero || zero_state_open(r->zero, e));
-    for (int i = 0; ok && same_opt && i < state_count(r); i++) {
-        const char *name;
-        Tensor *st = state_at(r, i, &name);
-        ok = restore(f, path, name, st, used, e);
-    }
-    ok = ok && (r->o->resume_anyway || none_left(f, used, path, e));
-    if (r->zero && ok)
-        zero_state_take(r->zero), zero_set_steps(r->zero, same_opt ? (int64_t)s->step : 0);
-    else if (r->zero)
-        zero_state_close(r->zero);
-    else if (ok)
-        optim_set_steps(r->opt, same_opt ? (int64_t)s->step : 0);
-    free(ids), free(used);
-    return ok;
-}
-
-static void checkpoint_in(const char *dir, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s/%s", dir, CHECKPOINT_FILE);
-}
-
-static void checkpoint_path(const Run *r, char *buf, size_t n) { checkpoint_in(r->o->save, buf, n); }
-
-bool train_checkpoint_exists(const char *dir)
-{
-    char path[4096];
-    checkpoint_in(dir, path, sizeof path);
-    return access(path, F_OK) == 0;
-}
-
-/* The checkpoint read and every check that needs no model made (metadata, digest, the
- * same run), before anything is compiled: a damaged file is reported at once. */
-static bool open_checkpoint(Run *r, Err *e)
-{
-    char path[4096];
-    checkpoint_path(r, path, sizeof path);
-    if (access(path, F_OK) != 0) {
-        err_set(e, ERR_INPUT, "%s: no checkpoint to resume from: run without --resume to start "
-                "one", path);
-        return false;
-    }
-    return safetensors_read(path, &r->ck, e) && read_saved(r, &r->ck, path, &r->saved, e) &&
-           same_run(r, &r->saved, path, e);
-}
-
-/* Then, the model compiled, its tensors into the run (checked against it) and the step,
- * data position and loss scale it had reached. */
-static bool load_checkpoint(Run *r, uint64_t *data_pos, Err *e)
-{
-    char path[4096];
-    checkpoint_path(r, path, sizeof path);
-    const Saved *s = &r->saved;
-    bool ok = restore_all(r, &r->ck, path, s, e);
-    if (ok) {
-        r->step = (int64_t)s->step;
-        *data_pos = s->data_pos;
-        if (s->has_scale && r->scale_at >= 0)
-            r->scale = s->scale, r->good = (int64_t)s->good;
-        ok = !r->dev || r->dt->upload(r->dev, r->opt, e); /* parameters: with the first run */
-    }
-    safetensors_free(&r->ck);
-    return ok;
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -804,7 +457,7 @@ static bool update(Run *r, double grad_scale, double lr, double *norm, Err *e)
     return true;
 }
 
-static bool step_once(Run *r, TrainResult *res, Err *e)
+bool run_step_once(Run *r, TrainResult *res, Err *e)
 {
     const TrainOptions *o = r->o;
     double t0 = clock_seconds(), loss = 0, sum = 0;
@@ -1003,8 +656,8 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     bool saves = o->save && o->world.rank == 0; /* the ranks' states are the same: one writes */
     bool ok = check_trace(o, e) && join_world(&r, e) &&
               (!o->trace || (r.trace = trace_new(e)) != NULL) &&
-              (!saves || claim_save_dir(&r, e)) && (!o->resume || open_checkpoint(&r, e)) &&
-              setup(&r, model, e) && (!o->resume || load_checkpoint(&r, &data_pos, e));
+              (!saves || run_claim_save_dir(&r, e)) && (!o->resume || run_open_checkpoint(&r, e)) &&
+              run_setup(&r, model, e) && (!o->resume || run_load_checkpoint(&r, &data_pos, e));
     if (ok && o->data) {
         int64_t dims[COIL_MAX_RANK];
         ok = r.targets_at >= 0 && r.joint->node[r.joint->input[r.targets_at]].type.rank == 2 &&
@@ -1025,14 +678,14 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     res->flops_per_step = r.flops * (double)o->accum;
     res->hflops_per_step = r.hflops * (double)o->accum;
     while (ok && r.step < o->steps) {
-        ok = step_once(&r, res, e) && trace_enough(&r, res, e) && check_diverged(&r, false, e);
+        ok = run_step_once(&r, res, e) && trace_enough(&r, res, e) && check_diverged(&r, false, e);
         /* not in the middle of a bad stretch: the last good checkpoint stays */
         if (ok && o->save && o->save_every > 0 && r.step % o->save_every == 0 && r.bad == 0)
-            ok = checkpoint(&r, saves, e);
+            ok = run_checkpoint(&r, saves, e);
     }
     ok = ok && check_diverged(&r, true, e);
     if (ok && o->save)
-        ok = checkpoint(&r, saves, e);
+        ok = run_checkpoint(&r, saves, e);
     res->world = world_size(o);
     int tail = res->steps < TRAIN_TAIL ? (int)res->steps : TRAIN_TAIL;
     double steps[TRAIN_TAIL];
@@ -1053,101 +706,5 @@ bool train_run(const Graph *model, const TrainOptions *o, TrainResult *res, Err 
     if (!ok && r.dp && strcmp(dp_engine(r.dp), "mpi") == 0)
         fprintf(stderr, "coil: rank %d: %s\n", o->world.rank, e->msg);
     run_free(&r);
-    return ok;
-}
-
-/* ---------------------------------------------------------------- a run held between steps */
-
-/* The C API's trainer: a Run whose batches the caller gives, one train_step at a time;
- * checkpoints go where the caller says (o.save set for the call, the directory locked
- * only while it is written). */
-struct TrainRun {
-    Run run;
-    TrainOptions o;
-};
-
-TrainRun *train_open(const Graph *model, const TrainOptions *o, Err *e)
-{
-    TrainRun *t = calloc(1, sizeof *t);
-    if (!t) {
-        err_set(e, ERR_MEMORY, "out of memory");
-        return NULL;
-    }
-    t->o = *o;
-    t->o.accum = o->accum > 0 ? o->accum : 1;
-    t->o.log_every = 0, t->o.save = NULL, t->o.resume = false, t->o.data = NULL;
-    t->o.narray = 0, t->o.trace = NULL, t->o.world = (World){0}; /* alone */
-    t->run = (Run){.o = &t->o, .lock = {-1}};
-    if (setup(&t->run, model, e))
-        return t;
-    train_close(t);
-    return NULL;
-}
-
-void train_close(TrainRun *t)
-{
-    if (!t)
-        return;
-    run_free(&t->run);
-    free(t);
-}
-
-const Graph *train_graph(const TrainRun *t) { return t->run.joint; }
-
-int64_t train_steps_done(const TrainRun *t) { return t->run.step; }
-
-Tensor *train_params(TrainRun *t, Err *e)
-{
-    Run *r = &t->run;
-    if (r->dev && !r->dt->download_params(r->c->engine, r->params, e))
-        return NULL;
-    return r->params;
-}
-
-void train_params_changed(TrainRun *t) { compiled_params_changed(t->run.c); }
-
-static bool usable(const Run *r, Err *e)
-{
-    if (r->broken)
-        err_set(e, ERR_USAGE, "this training run's state is part the checkpoint's, part its own: "
-                "a resume failed while restoring it; make a new one");
-    return !r->broken;
-}
-
-bool train_step(TrainRun *t, const Tensor *batch, double *loss, Err *e)
-{
-    Run *r = &t->run;
-    TrainResult res = {0};
-    if (!usable(r, e))
-        return false;
-    r->batch = batch;
-    bool ok = step_once(r, &res, e);
-    r->batch = NULL;
-    *loss = res.last_loss;
-    return ok;
-}
-
-bool train_save(TrainRun *t, const char *dir, Err *e)
-{
-    Run *r = &t->run;
-    t->o.save = dir;
-    bool ok = usable(r, e) && claim_save_dir(r, e) && checkpoint(r, true, e);
-    dir_unlock(&r->lock);
-    t->o.save = NULL;
-    return ok;
-}
-
-bool train_resume(TrainRun *t, const char *dir, Err *e)
-{
-    Run *r = &t->run;
-    uint64_t data_pos;
-    t->o.save = dir;
-    bool checked = usable(r, e) && open_checkpoint(r, e);
-    bool ok = checked && load_checkpoint(r, &data_pos, e);
-    safetensors_free(&r->ck);
-    r->broken = checked && !ok;
-    if (ok)
-        compiled_params_changed(r->c); /* a device takes the host's parameters again */
-    t->o.save = NULL;
     return ok;
 }
