@@ -93,7 +93,8 @@ took=$(( $(date +%s) - start ))
 grep 'lost rank' "$tmp/stopped.err"
 [ "$rc" != 0 ]
 [ "$took" -lt 30 ]
-grep -q 'rank 0 lost rank 1 during all-reduce' "$tmp/stopped.err"
+# (during the start-up broadcast when the host is slow, else during an all-reduce)
+grep -q 'rank 0 lost rank 1 during ' "$tmp/stopped.err"
 grep -q 'rank 1 did not answer' "$tmp/stopped.err"
 no_orphans "--save $tmp/stopped"
 echo "mpi: all checks passed"
