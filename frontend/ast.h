@@ -14,7 +14,9 @@ enum {
 
 typedef enum ExprKind {
     E_INT, E_FLOAT, E_BOOL, E_STR, E_NAME, E_DTYPE, E_LIST, E_UNARY, E_BINARY, E_CALL,
-    E_ELLIPSIS, /* "..." in a shape pattern */
+    E_ELLIPSIS, /* "..." in a shape pattern or an index */
+    E_INDEX,    /* x[items]: lhs the tensor, items its indices (exprs, E_SLICE, E_ELLIPSIS) */
+    E_SLICE,    /* start:end:step in an index: lhs, rhs, items (the step); each may be NULL */
 } ExprKind;
 
 /* Binary and unary operators, as the parser tags them. */
@@ -136,6 +138,7 @@ typedef struct ParseCtx {
     /* lexer state */
     int line, col;      /* position of the next character */
     int depth;          /* ( and [ nesting: newlines inside are not separators */
+    uint64_t square;    /* bit i: nesting level i+1 is a '[' (a ':' there is a slice's) */
     bool ends;          /* the last token may end a statement (a newline then separates) */
     bool operand;       /* the last token was an operand (so // is floor division) */
     bool floordiv_seen; /* a // operator on this line (for a syntax-error hint) */

@@ -548,6 +548,122 @@ static bool bi_dropout(Lower *L, Loc loc, const BArgs *a, Value *out)
     return built(L, b_op(&L->b, OP_DROPOUT, &x, 1, attrs, 3, NULL), out);
 }
 
+/* ---------------------------------------------------------------- indexing */
+
+/* built() for a node the caller goes on working on. */
+static bool built_id(Lower *L, int id, int *x)
+{
+    Value v;
+    if (!built(L, id, &v))
+        return false;
+    *x = v.id;
+    return true;
+}
+
+/* One axis of x[...]: an integer picks one element (and the axis is dropped after), a
+ * slice keeps start:end:step with Python's rules. The IR slices a symbolic axis only whole. */
+static bool index_axis(Lower *L, const Expr *item, int *x, int axis, bool *drop)
+{
+    const Type *t = tensor_type(L, *x);
+    Dim d = t->dim[axis];
+    char tb[256];
+    int64_t v[3] = {0, INT64_MAX, 1};
+    bool given[3] = {false, false, false};
+    const Expr *parts[3] = {item, NULL, NULL};
+    if (item->kind == E_SLICE)
+        parts[0] = item->lhs, parts[1] = item->rhs, parts[2] = item->items;
+    static const char *what[3] = {"a slice's start", "a slice's end", "a slice's step"};
+    for (int i = 0; i < 3; i++) {
+        Value pv;
+        if (!parts[i])
+            continue;
+        if (!eval_expr(L, parts[i], &pv) ||
+            !want_int(L, parts[i]->loc, &pv, item->kind == E_SLICE ? what[i] : "an index", &v[i]))
+            return false;
+        given[i] = true;
+    }
+    if (item->kind != E_SLICE) {
+        if (d.syms)
+            return fail(L, item->loc, "axis %d of %s is symbolic: the IR slices a symbolic axis only whole, so it cannot take an integer index",
+                        axis, type_fmt(L->g, t, tb, sizeof tb));
+        int64_t i = v[0] < 0 ? v[0] + d.k : v[0];
+        if (i < 0 || i >= d.k)
+            return fail(L, item->loc, "index %lld is out of range for axis %d of size %lld (use -%lld to %lld)",
+                        (long long)v[0], axis, (long long)d.k, (long long)d.k, (long long)d.k - 1);
+        *drop = true;
+        return built_id(L, b_slice(&L->b, *x, axis, i, i + 1, 1), x);
+    }
+    if (v[2] == 0)
+        return fail(L, parts[2]->loc, "a slice's step cannot be 0");
+    if (v[2] < 0)
+        return fail(L, parts[2]->loc, "a slice's step must be positive (the IR's slice has no reversed form)");
+    bool whole = (!given[0] || v[0] == 0) && !given[1] && v[2] == 1;
+    if (whole)
+        return true;
+    if (d.syms)
+        return fail(L, item->loc, "axis %d of %s is symbolic: the IR slices a symbolic axis only whole, as ':'",
+                    axis, type_fmt(L->g, t, tb, sizeof tb));
+    return built_id(L, b_slice(&L->b, *x, axis, v[0], given[1] ? v[1] : d.k, v[2]), x);
+}
+
+/* The index list as one entry per axis: a single '...' stands for the axes no index names. */
+static bool index_spread(Lower *L, const Expr *e, int rank, const Expr **per_axis)
+{
+    int n = 0, ellipses = 0;
+    for (const Expr *i = e->items; i; i = i->next)
+        if (i->kind == E_ELLIPSIS)
+            ellipses++;
+        else
+            n++;
+    if (ellipses > 1)
+        return fail(L, e->loc, "an index may contain one '...', this one has %d", ellipses);
+    if (n > rank)
+        return fail(L, e->loc, "too many indices: %d for a tensor of rank %d", n, rank);
+    int axis = 0;
+    for (const Expr *i = e->items; i; i = i->next) {
+        if (i->kind == E_ELLIPSIS) {
+            for (int k = 0; k < rank - n; k++)
+                per_axis[axis++] = NULL;
+            continue;
+        }
+        per_axis[axis++] = i;
+    }
+    while (axis < rank)
+        per_axis[axis++] = NULL;
+    return true;
+}
+
+bool lower_index(Lower *L, const Expr *e, Value *out)
+{
+    Value base;
+    int x;
+    if (!eval_expr(L, e->lhs, &base) || !want_tensor(L, e->lhs->loc, &base, "the indexed value", &x))
+        return false;
+    int rank = tensor_type(L, x)->rank;
+    const Expr *per_axis[COIL_MAX_RANK];
+    bool drop[COIL_MAX_RANK] = {false};
+    if (!index_spread(L, e, rank, per_axis))
+        return false;
+    L->b.loc = e->loc;
+    bool any_drop = false;
+    for (int a = 0; a < rank; a++) {
+        if (per_axis[a] && !index_axis(L, per_axis[a], &x, a, &drop[a]))
+            return false;
+        any_drop |= drop[a];
+    }
+    if (!any_drop) {
+        *out = v_tensor(x);
+        return true;
+    }
+    const Type *t = tensor_type(L, x);
+    Type kept = {.dt = t->dt, .rank = 0};
+    for (int a = 0; a < rank; a++)
+        if (!drop[a])
+            kept.dim[kept.rank++] = t->dim[a];
+    return built(L, b_reshape(&L->b, x, &kept), out);
+}
+
+
 /* ---------------------------------------------------------------- the table */
 
 static const struct {

@@ -87,6 +87,8 @@ bool fold_binary(Lower *L, Loc loc, int op, const Value *a, const Value *b, Valu
 bool as_tensor(Lower *L, Loc loc, const Value *v, DType dt, int *id);
 /* After a builder call: turn a failure into a diagnostic at L->b.loc. */
 bool built(Lower *L, int id, Value *out);
+/* x[i, a:b:c, ...] as slice and reshape ops (builtins.c). */
+bool lower_index(Lower *L, const Expr *e, Value *out);
 /* Apply an IR op (by code) to evaluated operands; numbers are lifted or folded. */
 bool apply_op(Lower *L, Loc loc, int op, const Value *args, int nargs, const Attr *attrs,
               int nattr, Value *out);

@@ -21,6 +21,9 @@ static Stmt *stmt_checked(ParseCtx *ctx, Stmt *s);
 static void depth_check(ParseCtx *ctx, Expr *e);
 static Param *new_param(ParseCtx *ctx, const char *name, TypeExpr *type, Expr *def, Loc loc);
 static LabelPart *new_label_part(ParseCtx *ctx, const char *name, Expr *index, Loc loc);
+static LabelPart *label_from_index(ParseCtx *ctx, const Expr *e);
+static Expr *new_index(ParseCtx *ctx, Expr *x, Expr *items, Loc loc);
+static Expr *new_slice(ParseCtx *ctx, Expr *start, Expr *end, Expr *step, Loc loc);
 static Arg *new_arg(ParseCtx *ctx, const char *kw, Expr *value, Loc loc);
 static void add_item(ParseCtx *ctx, Item *it);
 #define TOO_MANY_ERRORS() (diags_count(ctx->diags) >= AST_MAX_ERRORS)
@@ -61,6 +64,7 @@ static void add_item(ParseCtx *ctx, Item *it);
 %token <str> KW_INT "int" KW_FLOAT "float type"
 %token ARROW "->" FLOORDIV "//" EQEQ "==" NE "!=" LE "<=" GE ">=" ELLIPSIS "..."
 %token NL "end of line"
+%token SLICE_COLON "':' of a slice"
 
 %nonassoc EQEQ NE '<' LE '>' GE
 %left '+' '-'
@@ -77,7 +81,8 @@ static void add_item(ParseCtx *ctx, Item *it);
 %type <cfg> cfg_entry
 %type <item> item
 %type <str> opt_as label_word first_word
-%type <expr> label_index
+%type <expr> label_index indexed name_index index_item opt_bound
+%type <list> index_items
 
 %%
 
@@ -320,12 +325,39 @@ primary
     | FALSE         { $$ = ast_expr(ctx, E_BOOL, LOC(@1)); $$->i = 0; }
     | DTYPE         { $$ = ast_expr(ctx, E_DTYPE, LOC(@1)); $$->dt = (DType)$1; }
     | IDENT         { $$ = ast_expr(ctx, E_NAME, LOC(@1)); $$->s = $1; }
+    | indexed
     | '(' expr ')'  { $$ = $2; }
     | '[' list_items ']'      { $$ = ast_list(ctx, $2.head, LOC(@1)); }
     | '[' list_items ',' ']'  { $$ = ast_list(ctx, $2.head, LOC(@1)); }
     | '[' ']'                 { $$ = ast_list(ctx, NULL, LOC(@1)); }
     | call
     ;
+
+/* x[i, a:b:c, ...]: `name[...]` is its own rule because a label's first part shares it */
+indexed
+    : name_index
+    | indexed '[' index_items ']'       { $$ = new_index(ctx, $1, $3.head, LOC(@2)); }
+    | call '[' index_items ']'          { $$ = new_index(ctx, $1, $3.head, LOC(@2)); }
+    | '(' expr ')' '[' index_items ']'  { $$ = new_index(ctx, $2, $5.head, LOC(@4)); }
+    ;
+name_index
+    : IDENT '[' index_items ']' {
+          Expr *x = ast_expr(ctx, E_NAME, LOC(@1));
+          x->s = $1;
+          $$ = new_index(ctx, x, $3.head, LOC(@2));
+      }
+    ;
+index_items
+    : index_item                    { $$ = list_append((List){0}, $1); }
+    | index_items ',' index_item    { $$ = list_append($1, $3); }
+    ;
+index_item
+    : expr
+    | ELLIPSIS                      { $$ = ast_expr(ctx, E_ELLIPSIS, LOC(@1)); }
+    | opt_bound SLICE_COLON opt_bound                    { $$ = new_slice(ctx, $1, $3, NULL, LOC(@2)); }
+    | opt_bound SLICE_COLON opt_bound SLICE_COLON opt_bound { $$ = new_slice(ctx, $1, $3, $5, LOC(@2)); }
+    ;
+opt_bound : %empty { $$ = NULL; } | expr ;
 
 list_items
     : expr                  { $$ = list_append((List){0}, $1); }
@@ -341,8 +373,14 @@ call
  * state-dict names such as model.layers.0.mlp are written as they are (the first part is
  * kept to names and `model` so that `return x` and `if c` still read as statements). */
 label
-    : first_word label_index {
-          $$ = list_append((List){0}, new_label_part(ctx, $1, $2, LOC(@1)));
+    : first_word {
+          $$ = list_append((List){0}, new_label_part(ctx, $1, NULL, LOC(@1)));
+      }
+    | MODEL '[' expr ']' {
+          $$ = list_append((List){0}, new_label_part(ctx, $1, $3, LOC(@1)));
+      }
+    | name_index {
+          $$ = list_append((List){0}, label_from_index(ctx, $1));
       }
     | label '.' label_word label_index {
           $$ = list_append($1, new_label_part(ctx, $3, $4, LOC(@3)));
@@ -441,4 +479,30 @@ static Arg *new_arg(ParseCtx *ctx, const char *kw, Expr *value, Loc loc)
 static void add_item(ParseCtx *ctx, Item *it)
 {
     ctx->items = list_append(ctx->items, it);
+}
+
+static Expr *new_index(ParseCtx *ctx, Expr *x, Expr *items, Loc loc)
+{
+    Expr *e = ast_expr(ctx, E_INDEX, loc);
+    e->lhs = x;
+    e->items = items;
+    return e;
+}
+
+static Expr *new_slice(ParseCtx *ctx, Expr *start, Expr *end, Expr *step, Loc loc)
+{
+    Expr *e = ast_expr(ctx, E_SLICE, loc);
+    e->lhs = start;
+    e->rhs = end;
+    e->items = step;
+    return e;
+}
+
+/* `name[i]` read before a '.' or ':' turned out to start a label: its index is one value. */
+static LabelPart *label_from_index(ParseCtx *ctx, const Expr *e)
+{
+    const Expr *i = e->items;
+    if (i->next || i->kind == E_SLICE || i->kind == E_ELLIPSIS)
+        diag_error(ctx->diags, e->loc, "a label's index is one integer, as in layers[i]");
+    return new_label_part(ctx, e->lhs->s, (Expr *)i, e->lhs->loc);
 }

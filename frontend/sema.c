@@ -218,6 +218,19 @@ static void check_expr(Sema *s, const Expr *e)
     case E_CALL:
         check_call(s, e);
         break;
+    case E_INDEX:
+        check_expr(s, e->lhs);
+        for (const Expr *x = e->items; x; x = x->next)
+            if (x->kind != E_ELLIPSIS)
+                check_expr(s, x);
+        break;
+    case E_SLICE: {
+        const Expr *parts[3] = {e->lhs, e->rhs, e->items};
+        for (int i = 0; i < 3; i++)
+            if (parts[i])
+                check_expr(s, parts[i]);
+        break;
+    }
     default:
         break;
     }

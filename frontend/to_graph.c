@@ -108,7 +108,9 @@ bool eval_expr(Lower *L, const Expr *e, Value *out)
     case E_LIST: return eval_list(L, e, out);
     case E_UNARY: return eval_unary(L, e, out);
     case E_BINARY: return eval_binary(L, e, out);
-    case E_ELLIPSIS: return fail(L, e->loc, "'...' is only allowed in a block parameter's type");
+    case E_ELLIPSIS: return fail(L, e->loc, "'...' is only allowed in a block parameter's type or an index");
+    case E_INDEX: return lower_index(L, e, out);
+    case E_SLICE: return fail(L, e->loc, "a slice 'a:b' is only allowed inside '[ ]'");
     case E_CALL: {
         int n = 0;
         if (!eval_call_multi(L, e, out, 1, &n))
