@@ -162,9 +162,9 @@ typedef struct Gemm {
 /* ---------------------------------------------------------------- attention */
 
 /* O[b, i, :] = softmax_j(scale * Q[b, i, :] . K[b, j, :], with j > i hidden when causal)
- * V[b, j, :], as one step: a backend that has a fused kernel for it (the CUDA backend: no
- * T x T matrix in memory) gets it whole. Only the CUDA pipeline keeps attention whole
- * (passes' decompose_fused); the CPU's decomposes it into GEMMs and a softmax kernel.
+ * V[b, j, :], as one step, no T x T matrix in memory: the CPU runs it with
+ * runtime/cpu/attention.c, the CUDA backend generates a kernel. Both pipelines keep
+ * attention whole (passes' decompose_fused) where its head dims are static.
  * Operands as a GEMM's: Q [batch.., Tq, D], K [batch.., Tk, D], V [batch.., Tk, Dv];
  * O is dense [batch.., Tq, Dv]. D and Dv are static. */
 typedef struct Attention {

@@ -15,7 +15,7 @@ const Pass pass_table[] = {
     {"decompose", pass_decompose,
      "replace composite ops (softmax, attention, ...) by primitives", NULL, NULL},
     {"decompose_fused", pass_decompose_fused,
-     "decompose, but keep attention whole (for the CUDA backend's fused kernel)", NULL, NULL},
+     "decompose, but keep attention whole (one fused step, CPU or GPU)", NULL, NULL},
     {"pad", pass_pad,
      "zero-pad matmul N and K to multiples of 16, slicing the result back", NULL, NULL},
     {"colsum", pass_colsum,
@@ -110,7 +110,10 @@ static int parse_list(const char *list, PassItem *out, int cap, Err *e)
     }
 }
 
-const char pass_pipeline[] = "verify,decompose,colsum,fold,cse,dce";
+/* Both keep attention whole where its head dims are static (one fused step: the CPU's
+ * runtime/cpu/attention.c, the GPU's generated kernel); training's autodiff decomposes
+ * it before these run, as its backward is the decomposition's. */
+const char pass_pipeline[] = "verify,decompose_fused,colsum,fold,cse,dce";
 const char pass_pipeline_cuda[] = "verify,decompose_fused,colsum,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)

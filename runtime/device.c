@@ -16,8 +16,8 @@
 
 /* Padding to whole AVX-512 vectors of f32 on the CPU (what its kernels would prefer, if
  * any); to 8 elements on a GPU (16 bytes of f16/bf16: what tensor cores and cuBLAS's
- * aligned kernels want), whose temporaries are 256-byte aligned for cuBLASLt. The GPU keeps
- * attention whole (one fused kernel); the CPU decomposes it into GEMMs and a softmax. */
+ * aligned kernels want), whose temporaries are 256-byte aligned for cuBLASLt. Both keep
+ * attention whole (one fused step: runtime/cpu/attention.c, the GPU's generated kernel). */
 static const char *const cpu_passes = pass_pipeline, *const cuda_passes = pass_pipeline_cuda;
 
 static const Device devices[] = {

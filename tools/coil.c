@@ -639,7 +639,7 @@ static const Command commands[] = {
      "                         order (00-input, 01-after-verify, ..., then the fusion plan),\n"
      "                         .cir or .dot; --all --format=dot needs it\n"
      "  --passes a,b,...       the pipeline (default: none; with --after or --all the\n"
-     "                         standard one, verify,decompose,colsum,fold,cse,dce)\n"
+     "                         standard one, verify,decompose_fused,colsum,fold,cse,dce)\n"
      "  --format text|dot      IR text (default) or Graphviz\n"
      "  --all-nodes            dot: every node drawn, parameters and constants included,\n"
      "                         with no clusters (the graph node by node)\n"

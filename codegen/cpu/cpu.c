@@ -32,10 +32,12 @@ struct CpuModule {
     CpuTimes times;
 };
 
+/* Whether the module needs the micro-kernels: GEMM steps, and attention steps (the
+ * runtime's block products, runtime/cpu/attention.c). */
 static bool has_gemm(const Program *p)
 {
     for (int s = 0; s < p->nstep; s++)
-        if (p->step[s].kind == STEP_GEMM)
+        if (p->step[s].kind == STEP_GEMM || p->step[s].kind == STEP_ATTENTION)
             return true;
     return false;
 }

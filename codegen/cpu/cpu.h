@@ -57,8 +57,8 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e);
 KernelFn cpu_kernel(const CpuModule *m, int k);
 /* The tile epilogue of step s (a STEP_GEMM); NULL for any other step. */
 TileFn cpu_tile(const CpuModule *m, int s);
-/* The GEMM micro-kernels of the module's target (NULL when the program has no GEMM step:
- * they are only added then). */
+/* The GEMM micro-kernels of the module's target (NULL when the program has no GEMM or
+ * attention step: they are only added then). */
 const Ukernels *cpu_ukernels(const CpuModule *m);
 /* Seconds spent in IR generation + optimisation + machine code, for reports. */
 double cpu_compile_seconds(const CpuModule *m);

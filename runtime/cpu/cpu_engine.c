@@ -1,6 +1,7 @@
 /* cpu_engine.c — runs a Program on the CPU: binds symbols from the inputs, places the
  * temporaries by the memory plan in one arena, then runs the steps in order, each kernel
- * split over the thread pool along its outer dimension 0, each GEMM through gemm_run.
+ * split over the thread pool along its outer dimension 0, each GEMM through gemm_run, each
+ * attention through attention_run.
  *
  * Everything that does not depend on the sizes (constants in their dtypes, the pool) is
  * made once in engine_new; the plan and the arena are kept while the symbol values repeat,
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "codegen/index_bounds.h"
+#include "runtime/cpu/attention.h"
 #include "runtime/cpu/cpu_engine.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/gemm_tiled.h"
@@ -84,6 +86,8 @@ static bool check_program(const Program *p, int nparam, Err *e)
             err_set(e, ERR_INPUT, "program has no buffer for output '%s'", g->output_name[i]);
     for (int s = 0; ok && s < p->nstep; s++) {
         const Step *st = &p->step[s];
+        if (st->kind == STEP_ATTENTION)
+            continue; /* runs no kernel */
         int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
         int least = st->kind == STEP_KERNEL ? 0 : -1; /* a GEMM may have no epilogue */
         if (!(ok = k >= least && k < p->nkernel))
@@ -394,11 +398,8 @@ static bool run_step(Engine *en, int s, const SymBind *sb, Err *e)
         run_kernel(en, st->kernel, en->cfg[s].parts, sb);
         return true;
     }
-    if (st->kind == STEP_ATTENTION) {
-        err_set(e, ERR_INPUT, "attention step %d: the CPU engine runs attention decomposed "
-                "(lower the graph after the decompose pass, not decompose_fused)", s);
-        return false;
-    }
+    if (st->kind == STEP_ATTENTION) /* the block products on the GEMM micro-kernels */
+        return attention_run(&st->attn, en->bufs, en->dts, sb, en->uk, en->pool, e);
     return run_gemm(en, s, sb, e);
 }
 

@@ -1,0 +1,631 @@
+/* attention.c — attention steps on the CPU, FlashAttention's forward: a task is one batch
+ * element's tile of queries, walked against blocks of keys with an online softmax.
+ *
+ * Everything runs transposed, so the softmax's statistics are vectors along the queries:
+ * a block's scores are S^T = K Q^T (keys down, queries across), made by the broadcast
+ * micro-kernel with K's rows as A and the scaled Q^T as B. Per query the block's maximum
+ * updates the running one, the running sum and the output are rescaled by exp(old - new),
+ * and P^T = exp(S^T - max) feeds O += P V on the same micro-kernel (P read through A's
+ * strides, V's rows as B). Causal blocks past a tile's last query are never computed, the
+ * diagonal ones are masked. K and V are read where they are when their rows are dense
+ * f32; else each thread packs them so (whole heads when they fit its cache, else block by
+ * block), so any strides and f16/bf16 operands take the same path.
+ * The only per-task memory is a few blocks: no Tq x Tk buffer. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cpu/attention.h"
+
+/* A task's queries: the least multiple of both sides of the micro-kernel's tile at or
+ * above this (96 with the AVX-512 tile, 12 x 32), so row and column tiles divide it. */
+#define QUERIES_MIN 96
+/* Keys per block: the least multiple of the tile's rows at or above this. A block of
+ * scores and one of probabilities, 96 x 96 floats each, stay in L2 with the queries. */
+#define KEYS_MIN 96
+/* A head's K and V packed once per thread when they fit this (a causal task after the
+ * first needs only keys already packed); larger ones are packed block by block. */
+#define HEAD_CACHE_BYTES (4 << 20)
+/* The softmax's queries per vector (AVX-512's f32 lanes; narrower ISAs split it). */
+#define SOFTMAX_LANES 16
+
+/* The loops around the micro-kernels (softmax, packing, rescaling, the output): a clone per
+ * ISA, picked when the library loads, and a*b+c as one FMA where the clone has one (GCC in
+ * ISO C mode does not contract otherwise; clang contracts within an expression). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#define CONTRACT __attribute__((optimize("fp-contract=fast")))
+#else
+#define CONTRACT
+#endif
+
+/* One operand at concrete sizes: element (t..., r, c) at off + sum t_d bs[d] + r rs + c cs. */
+typedef struct View {
+    const void *base;
+    DType dt;
+    int64_t off, rs, cs, bs[COIL_MAX_RANK];
+} View;
+
+typedef struct Job {
+    const Ukernels *uk;
+    int nbatch;
+    int64_t batch[COIL_MAX_RANK];
+    int64_t tq, tk, d, dv;
+    View q, k, v, o;
+    bool causal;
+    float scale;
+    int64_t mr, nr;         /* the micro-kernel's tile */
+    int64_t br, bc;         /* queries per task, keys per block */
+    int64_t nct;            /* column tiles of the output (dv / nr, rounded up) */
+    int64_t tiles, tasks;   /* query tiles per batch element; tasks in all */
+    bool pack_k, pack_v;    /* K's, V's rows copied as dense f32 (else read where they are) */
+    bool cache_heads;       /* pack a head's keys whole, else block by block */
+    _Atomic int64_t next;   /* the next task to take */
+} Job;
+
+/* A thread's memory, reused by every task it takes. */
+typedef struct Scratch {
+    float *qt;    /* d x br: the task's queries transposed, times the scale */
+    float *s;     /* br / nr strips of bc x nr: a block's scores, micro-kernel tiles */
+    float *p;     /* bc x br: its probabilities, key-major (A of the second product) */
+    float *acc;   /* br / mr row tiles x nct column tiles of mr x nr: the output's sums */
+    float *m, *l, *corr; /* per query: the running max and sum, this block's factor */
+    float *row;   /* four rows of Q, widened */
+    float *kp, *vp; /* K's and V's rows packed as f32 (a head's, or a block's) */
+    int64_t head, packed; /* with cache_heads: whose keys kp and vp hold, and how many */
+} Scratch;
+
+/* ---------------------------------------------------------------- the portable tile */
+
+/* The broadcast micro-kernel's contract (codegen/cpu/cpu.h) in C, for engines without
+ * generated code: t[i * NR + j] (+)= sum_p a[min(i, mr - 1) * lda_r + p * lda_c] *
+ * b[p * ldb + j], i < MR, j < nr. */
+#define PORTABLE_MR 8
+#define PORTABLE_NR 16
+
+VECTOR_CLONES CONTRACT static void bcast_portable(int64_t kc, const float *a, int64_t lda_r,
+                                                  int64_t lda_c, int64_t mr, const float *b,
+                                                  int64_t ldb, int64_t nr, float *t,
+                                                  int64_t accumulate)
+{
+    float acc[PORTABLE_MR * PORTABLE_NR], bp[PORTABLE_NR] = {0};
+    const float *arow[PORTABLE_MR];
+    for (int x = 0; x < PORTABLE_MR * PORTABLE_NR; x++)
+        acc[x] = accumulate ? t[x] : 0;
+    for (int i = 0; i < PORTABLE_MR; i++)
+        arow[i] = a + (i < mr ? i : mr - 1) * lda_r;
+    for (int64_t p = 0; p < kc; p++) {
+        for (int j = 0; j < nr && j < PORTABLE_NR; j++)
+            bp[j] = b[p * ldb + j];
+        for (int i = 0; i < PORTABLE_MR; i++) {
+            float av = arow[i][p * lda_c];
+            for (int j = 0; j < PORTABLE_NR; j++)
+                acc[i * PORTABLE_NR + j] += av * bp[j];
+        }
+    }
+    memcpy(t, acc, sizeof acc);
+}
+
+static const Ukernels portable = {
+    .shape = {.vec = 16, .bc_mr = PORTABLE_MR, .bc_nr = PORTABLE_NR}, .bcast = bcast_portable};
+
+/* ---------------------------------------------------------------- exp */
+
+/* e^x for x <= 0 (differences from a running maximum; larger x give 1), inlined into the
+ * loops: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact), e^r by
+ * its Taylor series to r^7 (truncation below 1e-8 relative), times 2^n through the
+ * exponent bits. Below -87 (where 2^n would leave the normal range) it is 0, so masked
+ * scores (-inf) weigh exactly nothing; NaN stays NaN. */
+CONTRACT static inline float exp_nonpositive(float x)
+{
+    float c = x > -87.0f ? x : -87.0f;
+    c = c < 0.0f ? c : 0.0f;
+    float n = c * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
+    n -= 12582912.0f;
+    float r = c - n * 0.693145752f;
+    r = r - n * 1.42860677e-6f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float y = x > -87.0f ? p * scale : 0.0f;
+    return x == x ? y : x;
+}
+
+/* The same on SOFTMAX_LANES floats at once in GCC's vector extensions (one register in
+ * the AVX-512 clone, two or four in the narrower ones), step for step. The helpers are
+ * always inlined, so no vector crosses a call (hence -Wpsabi's ABI notes are moot). */
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float VecF __attribute__((vector_size(4 * SOFTMAX_LANES)));
+typedef int32_t VecI __attribute__((vector_size(4 * SOFTMAX_LANES)));
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+CONTRACT ALWAYS_INLINE VecF vec_select(VecI mask, VecF a, VecF b)
+{
+    return (VecF)(((VecI)a & mask) | ((VecI)b & ~mask));
+}
+
+CONTRACT ALWAYS_INLINE VecF vec_load(const float *p)
+{
+    VecF v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+CONTRACT ALWAYS_INLINE void vec_store(float *p, VecF v) { memcpy(p, &v, sizeof v); }
+
+CONTRACT ALWAYS_INLINE VecF vec_exp_nonpositive(VecF x)
+{
+    const VecF zero = {0}, low = zero - 87.0f;
+    VecF c = vec_select(x > low, x, low);
+    c = vec_select(c < zero, c, zero);
+    VecF n = c * 1.44269504f + 12582912.0f;
+    n -= 12582912.0f;
+    VecF r = c - n * 0.693145752f;
+    r = r - n * 1.42860677e-6f;
+    VecF p = zero + 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    VecI bits = (__builtin_convertvector(n, VecI) + 127) << 23;
+    VecF y = vec_select(x > low, p * (VecF)bits, zero);
+    return vec_select(x == x, y, x);
+}
+
+/* ---------------------------------------------------------------- operands */
+
+static float load_f32(const View *x, int64_t i)
+{
+    switch (x->dt) {
+    case DT_F16: return f16_to_f32(((const uint16_t *)x->base)[i]);
+    case DT_BF16: return bf16_unpack(((const uint16_t *)x->base)[i]);
+    default: return ((const float *)x->base)[i];
+    }
+}
+
+/* Row r of x at batch offset at, n elements, as f32. */
+static void load_row(const View *x, int64_t at, int64_t r, int64_t n, float *dst)
+{
+    int64_t i0 = at + r * x->rs;
+    if (x->dt == DT_F32 && (x->cs == 1 || n <= 1)) {
+        memcpy(dst, (const float *)x->base + i0, (size_t)n * sizeof *dst);
+        return;
+    }
+    for (int64_t c = 0; c < n; c++)
+        dst[c] = load_f32(x, i0 + c * x->cs);
+}
+
+/* x's element offset at flat batch index t (batch dims row-major). */
+static int64_t batch_offset(const View *x, const Job *j, int64_t t)
+{
+    int64_t at = x->off;
+    for (int d = j->nbatch - 1; d >= 0; d--) {
+        at += t % j->batch[d] * x->bs[d];
+        t /= j->batch[d];
+    }
+    return at;
+}
+
+/* Rows of f32 with unit column stride: row r at first + r * ld. */
+typedef struct Rows {
+    const float *first;
+    int64_t ld;
+} Rows;
+
+/* Keys [k0, k0 + nk) of batch element bh: K's and V's rows where they are when dense f32,
+ * else packed (with cache_heads, only the keys no earlier task of this head packed). */
+static void keys_at(const Job *j, Scratch *sc, int64_t bh, int64_t k0, int64_t nk, Rows *keys,
+                    Rows *vals)
+{
+    int64_t ka = batch_offset(&j->k, j, bh), va = batch_offset(&j->v, j, bh), from = k0, base = k0;
+    if (j->cache_heads) {
+        if (sc->head != bh)
+            sc->head = bh, sc->packed = 0;
+        from = sc->packed, base = 0;
+        sc->packed = from > k0 + nk ? from : k0 + nk;
+    }
+    for (int64_t r = from; r < k0 + nk; r++) {
+        if (j->pack_k)
+            load_row(&j->k, ka, r, j->d, sc->kp + (r - base) * j->d);
+        if (j->pack_v)
+            load_row(&j->v, va, r, j->dv, sc->vp + (r - base) * j->dv);
+    }
+    *keys = j->pack_k ? (Rows){sc->kp + (k0 - base) * j->d, j->d}
+                      : (Rows){(const float *)j->k.base + ka + k0 * j->k.rs, j->k.rs};
+    *vals = j->pack_v ? (Rows){sc->vp + (k0 - base) * j->dv, j->dv}
+                      : (Rows){(const float *)j->v.base + va + k0 * j->v.rs, j->v.rs};
+}
+
+/* Queries [q0, q0 + nq) of batch element bh into qt[c * br + i], times the scale, four
+ * rows at a time (each run of four queries is stored as one vector). Columns past nq are
+ * left: the micro-kernel reads B only up to the strip's nr. */
+VECTOR_CLONES static void pack_queries(const Job *j, Scratch *sc, int64_t bh, int64_t q0,
+                                       int64_t nq)
+{
+    int64_t at = batch_offset(&j->q, j, bh), d = j->d, br = j->br, i = 0;
+    float *rows = sc->row, scale = j->scale;
+    for (; i + 4 <= nq; i += 4) {
+        for (int r = 0; r < 4; r++)
+            load_row(&j->q, at, q0 + i + r, d, rows + r * d);
+        for (int64_t c = 0; c < d; c++)
+            for (int r = 0; r < 4; r++)
+                sc->qt[c * br + i + r] = rows[r * d + c] * scale;
+    }
+    for (; i < nq; i++) {
+        load_row(&j->q, at, q0 + i, d, rows);
+        for (int64_t c = 0; c < d; c++)
+            sc->qt[c * br + i] = rows[c] * scale;
+    }
+}
+
+/* ---------------------------------------------------------------- one block */
+
+/* S^T for keys [k0, k0 + nk) against the task's queries [q0, q0 + nq): strip c (queries
+ * c * nr ...) holds bc rows of nr, tile by tile as the micro-kernel writes them. Causal:
+ * tiles of keys past the strip's last query are left (the mask hides them whole). */
+static void block_scores(const Job *j, Scratch *sc, Rows keys, int64_t q0, int64_t nq,
+                         int64_t k0, int64_t nk)
+{
+    int64_t MR = j->mr, NR = j->nr;
+    for (int64_t c = 0; c * NR < nq; c++) {
+        int64_t nr = nq - c * NR < NR ? nq - c * NR : NR;
+        int64_t visible = j->causal ? q0 + c * NR + nr - k0 : nk; /* keys past: all hidden */
+        for (int64_t r0 = 0; r0 < nk && r0 < visible; r0 += MR) {
+            float *t = sc->s + (c * j->bc + r0) * NR;
+            int64_t mr = nk - r0 < MR ? nk - r0 : MR;
+            if (j->d == 0)
+                memset(t, 0, (size_t)(MR * NR) * sizeof *t);
+            else
+                j->uk->bcast(j->d, keys.first + r0 * keys.ld, keys.ld, 1, mr, sc->qt + c * NR, j->br,
+                             nr, t, 0);
+        }
+    }
+}
+
+/* Causal, a block on the diagonal: key k0 + i is hidden from the strip's queries before
+ * it (-inf where k0 + i > query); `ahead` is k0 less the strip's first query. */
+static void mask_strip(float *s, int64_t NR, int64_t nk, int64_t nr, int64_t ahead)
+{
+    for (int64_t i = 0; i < nk; i++) {
+        int64_t hidden = ahead + i < nr ? ahead + i : nr;
+        for (int64_t q = 0; q < hidden; q++)
+            s[i * NR + q] = -INFINITY;
+    }
+}
+
+/* One strip of nr queries (columns of s, row i at i * NR) over the block's nk keys: the
+ * block's maximum into the running one (m), the factor the earlier sums take (corr), the
+ * probabilities into p (row i at i * ldp) and their sum into the running one (l). A query
+ * with no visible key yet keeps -inf as its maximum and weighs nothing. */
+VECTOR_CLONES CONTRACT static void strip_softmax(const float *s, int64_t NR, int64_t nk,
+                                                 int64_t nr, float *m, float *l, float *corr,
+                                                 float *p, int64_t ldp)
+{
+    for (int64_t q = 0; q < nr; q++) {
+        float most = m[q], total = 0;
+        for (int64_t i = 0; i < nk; i++)
+            most = s[i * NR + q] > most ? s[i * NR + q] : most;
+        float shift = most == -INFINITY ? 0.0f : most;
+        corr[q] = exp_nonpositive(m[q] - shift);
+        m[q] = most;
+        for (int64_t i = 0; i < nk; i++)
+            total += p[i * ldp + q] = exp_nonpositive(s[i * NR + q] - shift);
+        l[q] = l[q] * corr[q] + total;
+    }
+}
+
+/* strip_softmax on whole vectors of SOFTMAX_LANES queries, `groups` of them: the maxima
+ * and sums in registers, every key row one load. Lanes past the strip's queries compute
+ * on whatever the scratch holds there, and nothing reads their results. */
+VECTOR_CLONES CONTRACT static void strip_softmax_vec(const float *s, int64_t NR, int64_t nk,
+                                                     int64_t groups, float *m, float *l,
+                                                     float *corr, float *p, int64_t ldp)
+{
+    const VecF zero = {0}, none = zero - INFINITY;
+    for (int64_t q = 0; q < groups * SOFTMAX_LANES; q += SOFTMAX_LANES) {
+        VecF most = vec_load(m + q), total = zero;
+        for (int64_t i = 0; i < nk; i++) {
+            VecF v = vec_load(s + i * NR + q);
+            most = vec_select(v > most, v, most);
+        }
+        VecF shift = vec_select(most == none, zero, most);
+        VecF c = vec_exp_nonpositive(vec_load(m + q) - shift);
+        vec_store(corr + q, c);
+        vec_store(m + q, most);
+        for (int64_t i = 0; i < nk; i++) {
+            VecF e = vec_exp_nonpositive(vec_load(s + i * NR + q) - shift);
+            vec_store(p + i * ldp + q, e);
+            total += e;
+        }
+        vec_store(l + q, vec_load(l + q) * c + total);
+    }
+}
+
+/* The output's rows times their queries' factors, where a factor is not 1. */
+VECTOR_CLONES static void rescale(const Job *j, Scratch *sc, int64_t nq)
+{
+    int64_t MR = j->mr, NR = j->nr;
+    for (int64_t q = 0; q < nq; q++) {
+        float f = sc->corr[q];
+        if (f == 1.0f)
+            continue;
+        for (int64_t ct = 0; ct < j->nct; ct++) {
+            float *row = sc->acc + ((q / MR * j->nct + ct) * MR + q % MR) * NR;
+            for (int64_t c = 0; c < NR; c++)
+                row[c] *= f;
+        }
+    }
+}
+
+/* O += P V for the block: row tiles of mr queries (P^T read through A's strides) by
+ * column tiles of V; causal, each row tile's keys end at its last query. */
+static void block_values(const Job *j, Scratch *sc, Rows vals, int64_t q0, int64_t nq,
+                         int64_t k0, int64_t nk)
+{
+    int64_t MR = j->mr, NR = j->nr;
+    for (int64_t ct = 0; ct < j->nct; ct++) {
+        int64_t nr = j->dv - ct * NR < NR ? j->dv - ct * NR : NR;
+        for (int64_t r0 = 0; r0 < nq; r0 += MR) {
+            int64_t mr = nq - r0 < MR ? nq - r0 : MR, kc = nk;
+            if (j->causal && q0 + r0 + mr - k0 < kc)
+                kc = q0 + r0 + mr - k0; /* the keys after: hidden from every row, p = 0 */
+            float *t = sc->acc + (r0 / MR * j->nct + ct) * MR * NR;
+            if (kc > 0)
+                j->uk->bcast(kc, sc->p + r0, 1, j->br, mr, vals.first + ct * NR, vals.ld, nr, t, 1);
+        }
+    }
+}
+
+/* Keys [k0, k0 + nk) against the task's queries [q0, q0 + nq). */
+static void block(const Job *j, Scratch *sc, int64_t bh, int64_t q0, int64_t nq, int64_t k0,
+                  int64_t nk)
+{
+    Rows keys, vals;
+    keys_at(j, sc, bh, k0, nk, &keys, &vals);
+    block_scores(j, sc, keys, q0, nq, k0, nk);
+    for (int64_t c = 0; c * j->nr < nq; c++) {
+        int64_t first = q0 + c * j->nr, nr = nq - c * j->nr < j->nr ? nq - c * j->nr : j->nr;
+        float *s = sc->s + c * j->bc * j->nr;
+        if (j->causal && k0 + nk - 1 > first)
+            mask_strip(s, j->nr, nk, nr, k0 - first);
+        int64_t q = c * j->nr;
+        if (j->nr % SOFTMAX_LANES == 0)
+            strip_softmax_vec(s, j->nr, nk, (nr + SOFTMAX_LANES - 1) / SOFTMAX_LANES, sc->m + q,
+                              sc->l + q, sc->corr + q, sc->p + q, j->br);
+        else
+            strip_softmax(s, j->nr, nk, nr, sc->m + q, sc->l + q, sc->corr + q, sc->p + q, j->br);
+    }
+    rescale(j, sc, nq);
+    block_values(j, sc, vals, q0, nq, k0, nk);
+}
+
+/* ---------------------------------------------------------------- one task */
+
+VECTOR_CLONES static void store_output(const Job *j, Scratch *sc, int64_t bh, int64_t q0, int64_t nq)
+{
+    int64_t at = batch_offset(&j->o, j, bh), MR = j->mr, NR = j->nr;
+    const View *o = &j->o;
+    for (int64_t q = 0; q < nq; q++) {
+        float l = sc->l[q], inv = l != 0.0f ? 1.0f / l : 0.0f; /* no keys at all: zeros */
+        for (int64_t ct = 0; ct < j->nct; ct++) {
+            const float *row = sc->acc + ((q / MR * j->nct + ct) * MR + q % MR) * NR;
+            int64_t n = j->dv - ct * NR < NR ? j->dv - ct * NR : NR;
+            int64_t i0 = at + (q0 + q) * o->rs + ct * NR * o->cs;
+            if (o->dt == DT_F32 && o->cs == 1) {
+                float *dst = (float *)o->base + i0;
+                for (int64_t c = 0; c < n; c++)
+                    dst[c] = row[c] * inv;
+            } else
+                for (int64_t c = 0; c < n; c++)
+                    dtype_store(o->dt, (void *)o->base, i0 + c * o->cs, row[c] * inv);
+        }
+    }
+}
+
+/* Task t: batch element t / tiles, its query tiles heaviest first when causal (the last
+ * tile sees every key), so the threads' shares even out at the end. */
+static void run_task(const Job *j, Scratch *sc, int64_t t)
+{
+    int64_t bh = t / j->tiles, tile = t % j->tiles;
+    if (j->causal)
+        tile = j->tiles - 1 - tile;
+    int64_t q0 = tile * j->br, nq = j->tq - q0 < j->br ? j->tq - q0 : j->br;
+    int64_t kend = j->causal && q0 + nq < j->tk ? q0 + nq : j->tk;
+    pack_queries(j, sc, bh, q0, nq);
+    for (int64_t q = 0; q < j->br; q++) /* past nq too: the vector softmax reads them */
+        sc->m[q] = -INFINITY, sc->l[q] = 0;
+    memset(sc->acc, 0, (size_t)(j->br * j->nct * j->nr) * sizeof *sc->acc);
+    for (int64_t k0 = 0; k0 < kend; k0 += j->bc)
+        block(j, sc, bh, q0, nq, k0, kend - k0 < j->bc ? kend - k0 : j->bc);
+    store_output(j, sc, bh, q0, nq);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+static size_t aligned16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* One allocation for a thread's scratch, or false. */
+static bool scratch_alloc(const Job *j, Scratch *sc)
+{
+    size_t br = (size_t)j->br, bc = (size_t)j->bc, rows = (size_t)(j->cache_heads ? j->tk : j->bc);
+    size_t kp = j->pack_k ? rows * (size_t)j->d : 0, vp = j->pack_v ? rows * (size_t)j->dv : 0;
+    size_t len[] = {(size_t)j->d * br, br * bc, bc * br, br * (size_t)(j->nct * j->nr), br, br, br,
+                    4 * (size_t)j->d + 1, kp + 1, vp + 1};
+    float **at[] = {&sc->qt, &sc->s, &sc->p, &sc->acc, &sc->m, &sc->l, &sc->corr, &sc->row,
+                    &sc->kp, &sc->vp};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof len / sizeof *len; i++)
+        total += aligned16(len[i]);
+    float *mem = aligned_alloc(64, total * sizeof(float));
+    if (!mem)
+        return false;
+    for (size_t i = 0, off = 0; i < sizeof len / sizeof *len; i++) {
+        *at[i] = mem + off;
+        off += aligned16(len[i]);
+    }
+    /* the scores past a strip's queries are never written; the vector softmax reads them */
+    memset(sc->s, 0, len[1] * sizeof(float));
+    sc->head = -1, sc->packed = 0;
+    return true;
+}
+
+/* A thread: tasks taken one at a time until none is left. One whose scratch cannot be
+ * allocated takes none (the others do its share; attention_run reports it when none
+ * could). */
+static void worker(void *ctx, int64_t begin, int64_t end)
+{
+    (void)begin, (void)end;
+    Job *j = ctx;
+    Scratch sc;
+    if (!scratch_alloc(j, &sc))
+        return;
+    for (int64_t t; (t = atomic_fetch_add(&j->next, 1)) < j->tasks;)
+        run_task(j, &sc, t);
+    free(sc.qt);
+}
+
+/* ---------------------------------------------------------------- the step */
+
+static View view_make(const GemmOperand *o, int nbatch, void *const *bufs, const DType *dts,
+                      const SymBind *sb)
+{
+    View v = {.base = bufs[o->buf], .dt = dts[o->buf], .off = dim_value(o->offset, sb),
+              .rs = dim_value(o->row_stride, sb), .cs = dim_value(o->col_stride, sb)};
+    for (int d = 0; d < nbatch; d++)
+        v.bs[d] = dim_value(o->batch_stride[d], sb);
+    return v;
+}
+
+/* Every index the view can reach, |off| + sum (extent - 1) |stride|, within int64. */
+static bool view_span_ok(const View *v, const Job *j, int64_t rows, int64_t cols)
+{
+    int64_t span = v->off < 0 ? -v->off : v->off, term;
+    int64_t ext[COIL_MAX_RANK + 2], st[COIL_MAX_RANK + 2];
+    for (int d = 0; d < j->nbatch; d++)
+        ext[d] = j->batch[d], st[d] = v->bs[d];
+    ext[j->nbatch] = rows, st[j->nbatch] = v->rs;
+    ext[j->nbatch + 1] = cols, st[j->nbatch + 1] = v->cs;
+    for (int d = 0; d < j->nbatch + 2; d++) {
+        if (ext[d] == 0)
+            return true; /* nothing is read */
+        int64_t s = st[d] == INT64_MIN ? INT64_MAX : st[d] < 0 ? -st[d] : st[d];
+        if (ext[d] < 0 || __builtin_mul_overflow(ext[d] - 1, s, &term) ||
+            __builtin_add_overflow(span, term, &span))
+            return false;
+    }
+    return true;
+}
+
+static bool is_float(DType dt) { return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16; }
+
+/* Why the step cannot run (an error in e), after the job's sizes and views are made. */
+static bool job_ok(const Job *j, const Attention *a, Err *e)
+{
+    const View *v[4] = {&j->q, &j->k, &j->v, &j->o};
+    const int64_t rows[4] = {j->tq, j->tk, j->tk, j->tq}, cols[4] = {j->d, j->d, j->dv, j->dv};
+    const char *name = "QKVO";
+    if (a->nbatch < 0 || a->nbatch > COIL_MAX_RANK - 2 || j->tq < 0 || j->tk < 0 || j->d < 0 ||
+        j->dv < 0) {
+        err_set(e, ERR_INPUT, "attention: %d batch dimensions, %lld queries, %lld keys, head "
+                "dimensions %lld and %lld: out of range", a->nbatch, (long long)j->tq,
+                (long long)j->tk, (long long)j->d, (long long)j->dv);
+        return false;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (!is_float(v[i]->dt)) {
+            err_set(e, ERR_INPUT, "attention: %c is %s; the CPU's attention takes f32, f16 or "
+                    "bf16 (cast it first)", name[i], dtype_info[v[i]->dt].name);
+            return false;
+        }
+        if (!view_span_ok(v[i], j, rows[i], cols[i])) {
+            err_set(e, ERR_INPUT, "attention: %c's indices reach past int64 at these sizes",
+                    name[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether x's rows of `cols` are f32 and dense (row r at r * cols, unit columns), so the
+ * micro-kernels read them where they are. Rows farther apart are packed: a block's rows a
+ * page apart (GPT-2's heads are columns of one [T, 3C] product) would share a few L1 sets. */
+static bool dense_f32(const View *x, int64_t cols)
+{
+    return x->dt == DT_F32 && (x->cs == 1 || cols <= 1) && x->rs == cols;
+}
+
+/* The blocking for the micro-kernel's tile: br a multiple of both its sides, bc of its
+ * rows; a head's keys cached when they fit. */
+static void plan(Job *j)
+{
+    int64_t mr = j->uk->shape.bc_mr, nr = j->uk->shape.bc_nr, lcm = mr;
+    while (lcm % nr)
+        lcm += mr;
+    j->mr = mr, j->nr = nr;
+    j->br = (QUERIES_MIN + lcm - 1) / lcm * lcm;
+    j->bc = (KEYS_MIN + mr - 1) / mr * mr;
+    j->nct = (j->dv + nr - 1) / nr;
+    j->tiles = (j->tq + j->br - 1) / j->br;
+    j->pack_k = !dense_f32(&j->k, j->d), j->pack_v = !dense_f32(&j->v, j->dv);
+    double head_bytes = (double)j->tk * (double)(j->pack_k * j->d + j->pack_v * j->dv) * sizeof(float);
+    j->cache_heads = head_bytes <= HEAD_CACHE_BYTES;
+}
+
+bool attention_run(const Attention *a, void *const *bufs, const DType *dts, const SymBind *sb,
+                   const Ukernels *uk, Pool *pool, Err *e)
+{
+    Job j = {.uk = uk && uk->bcast ? uk : &portable, .nbatch = a->nbatch,
+             .tq = dim_value(a->tq, sb), .tk = dim_value(a->tk, sb), .d = a->d, .dv = a->dv,
+             .causal = a->causal, .scale = (float)a->scale};
+    int64_t nbh = 1;
+    bool sizes_ok = a->nbatch >= 0 && a->nbatch <= COIL_MAX_RANK - 2;
+    for (int d = 0; sizes_ok && d < a->nbatch; d++) {
+        j.batch[d] = dim_value(a->batch[d], sb);
+        sizes_ok = j.batch[d] >= 0 && !__builtin_mul_overflow(nbh, j.batch[d], &nbh);
+    }
+    if (sizes_ok) {
+        j.q = view_make(&a->q, a->nbatch, bufs, dts, sb);
+        j.k = view_make(&a->k, a->nbatch, bufs, dts, sb);
+        j.v = view_make(&a->v, a->nbatch, bufs, dts, sb);
+        j.o = view_make(&a->o, a->nbatch, bufs, dts, sb);
+    } else
+        j.tq = -1; /* job_ok reports it */
+    if (!job_ok(&j, a, e))
+        return false;
+    plan(&j);
+    if (nbh == 0 || j.tq == 0 || j.dv == 0)
+        return true;
+    if (__builtin_mul_overflow(nbh, j.tiles, &j.tasks)) {
+        err_set(e, ERR_INPUT, "attention: %lld batch elements x %lld query tiles overflow",
+                (long long)nbh, (long long)j.tiles);
+        return false;
+    }
+    int64_t threads = pool_threads(pool) < j.tasks ? pool_threads(pool) : j.tasks;
+    atomic_store(&j.next, 0);
+    pool_parallel_for(pool, threads, 1, worker, &j);
+    if (atomic_load(&j.next) < j.tasks) {
+        err_set(e, ERR_MEMORY, "attention: out of memory for the threads' blocks (%lld keys "
+                "of %lld + %lld floats each)", (long long)j.tk, (long long)j.d, (long long)j.dv);
+        return false;
+    }
+    return true;
+}
