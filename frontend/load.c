@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "frontend/frontend.h"
+#include "frontend/onnx.h"
 
 static Graph *load_cir(const char *path, const ModelOptions *opt, Err *e)
 {
@@ -22,6 +23,7 @@ static const struct {
     Graph *(*load)(const char *path, const ModelOptions *opt, Err *e);
 } model_formats[] = {
     {".cir", load_cir},
+    {".onnx", onnx_load}, /* says so when this build has no ONNX import */
 #ifdef COIL_HAVE_FRONTEND
     {".coil", coil_frontend_load},
 #endif
@@ -67,7 +69,7 @@ Graph *model_load(const char *path, const ModelOptions *opt, Err *e)
         return NULL;
     }
 #endif
-    err_set(e, ERR_UNSUPPORTED, "%s: unknown model format '%s': expected a .cir (IR text) or .coil "
-            "(model) file", path, ext);
+    err_set(e, ERR_UNSUPPORTED, "%s: unknown model format '%s': expected a .cir (IR text), .coil "
+            "(model) or .onnx file", path, ext);
     return NULL;
 }

@@ -15,6 +15,10 @@ REQUIRED=(
     python3:python3 libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
     pkg-config:pkg-config python3-numpy:/usr/lib/python3/dist-packages/numpy/__init__.py
     openmpi-bin:mpirun # the data-parallel tests under mpirun (coil opens libmpi at run time)
+    # ONNX import: protoc-c turns libonnx-dev's onnx.proto into C at build time
+    libprotobuf-c-dev:/usr/include/protobuf-c/protobuf-c.h protobuf-c-compiler:protoc-c
+    libonnx-dev:/usr/include/onnx/onnx.proto
+    python3-venv:/usr/lib/python3.11/ensurepip # pip for the ONNX node tests' wheel
 )
 if [ "${1:-}" = --fuzz ]; then
     REQUIRED+=(clang-19:clang-19

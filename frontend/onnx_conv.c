@@ -1,0 +1,673 @@
+/* onnx_conv.c — ONNX's convolutions and pools, decomposed for now onto coil's existing ops:
+ * the input padded (concat), its sliding windows gathered (im2col: one gather of constant
+ * indices per spatial axis), then a matmul (Conv), a reduction (MaxPool, AveragePool,
+ * LpPool), or a convolution of the zero-upsampled input (ConvTranspose). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef COIL_HAVE_ONNX
+#include "frontend/onnx_int.h"
+
+enum { MAX_SPATIAL = 3 };
+
+/* One spatial geometry: sizes in, kernel, stride, dilation, pads before and after (after
+ * includes ceil_mode's extension, `extra` of it), and the output size. */
+typedef struct Window {
+    int n;
+    int64_t in[MAX_SPATIAL], k[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
+    int64_t pad0[MAX_SPATIAL], pad1[MAX_SPATIAL], extra[MAX_SPATIAL], out[MAX_SPATIAL];
+} Window;
+
+/* A per-axis attribute list (strides, dilations) of n entries, def when absent. */
+static bool axis_ints(Cv *c, const char *name, int n, int64_t def, int64_t *out)
+{
+    int64_t v[ONNX_MAX_LIST];
+    int got;
+    if (!cv_ints(c, CV_ATTR_ONLY, name, v, &got))
+        return false;
+    if (got >= 0 && got != n)
+        return cv_invalid(c, "%s has %d entries for %d spatial axes", name, got, n);
+    for (int i = 0; i < n; i++) {
+        out[i] = got < 0 ? def : v[i];
+        if (out[i] < 1 && def == 1)
+            return cv_invalid(c, "%s must be positive", name);
+    }
+    return true;
+}
+
+/* The geometry of x[N, C, spatial...] under kernel k: strides, dilations, pads or auto_pad,
+ * and ceil_mode (pools). */
+static bool window_setup(Cv *c, const Type *x, const int64_t *k, Window *w)
+{
+    w->n = x->rank - 2;
+    if (w->n < 1 || w->n > MAX_SPATIAL)
+        return cv_unsupported(c, "%d spatial axes (coil takes 1 to %d)", w->n, MAX_SPATIAL);
+    for (int i = 0; i < w->n; i++) {
+        if (!dim_is_static(x->dim[2 + i]))
+            return cv_unsupported(c, "a symbolic spatial axis");
+        w->in[i] = x->dim[2 + i].k, w->k[i] = k[i];
+        if (k[i] < 1)
+            return cv_invalid(c, "a kernel size below 1");
+    }
+    int64_t pads[ONNX_MAX_LIST];
+    int np;
+    if (!axis_ints(c, "strides", w->n, 1, w->stride) || !axis_ints(c, "dilations", w->n, 1, w->dil) ||
+        !cv_ints(c, CV_ATTR_ONLY, "pads", pads, &np))
+        return false;
+    if (np >= 0 && np != 2 * w->n)
+        return cv_invalid(c, "pads has %d entries for %d spatial axes", np, w->n);
+    char mode[32];
+    cv_str(c, "auto_pad", "NOTSET", mode, sizeof mode);
+    bool ceil_mode = cv_int(c, "ceil_mode", 0) != 0;
+    for (int i = 0; i < w->n; i++) {
+        int64_t span = (w->k[i] - 1) * w->dil[i] + 1;
+        w->pad0[i] = np > 0 ? pads[i] : 0, w->pad1[i] = np > 0 ? pads[w->n + i] : 0;
+        w->extra[i] = 0;
+        if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
+            int64_t out = (w->in[i] + w->stride[i] - 1) / w->stride[i];
+            int64_t total = (out - 1) * w->stride[i] + span - w->in[i];
+            total = total > 0 ? total : 0;
+            w->pad0[i] = mode[5] == 'U' ? total / 2 : total - total / 2;
+            w->pad1[i] = total - w->pad0[i];
+        } else if (strcmp(mode, "VALID") == 0)
+            w->pad0[i] = w->pad1[i] = 0;
+        else if (strcmp(mode, "NOTSET") != 0)
+            return cv_invalid(c, "auto_pad '%s'", mode);
+        if (w->pad0[i] < 0 || w->pad1[i] < 0)
+            return cv_unsupported(c, "negative pads");
+        int64_t room = w->in[i] + w->pad0[i] + w->pad1[i] - span;
+        if (room < 0)
+            return cv_invalid(c, "the kernel is larger than the padded input");
+        w->out[i] = room / w->stride[i] + 1;
+        if (ceil_mode && room % w->stride[i]) { /* a last, partial window: not one starting past the input */
+            if (w->out[i] * w->stride[i] < w->in[i] + w->pad0[i])
+                w->out[i]++;
+            int64_t need = (w->out[i] - 1) * w->stride[i] + span;
+            w->extra[i] = need > w->in[i] + w->pad0[i] + w->pad1[i] ? need - (w->in[i] + w->pad0[i] + w->pad1[i]) : 0;
+        }
+    }
+    return true;
+}
+
+/* x with `before` and `after` elements of value v added along axis (negative: cut). */
+static int pad_const(Cv *c, int x, int axis, int64_t before, int64_t after, int v)
+{
+    Type t = cv_type(c, x);
+    int64_t len = t.dim[axis].k;
+    if (before < 0 || after < 0) {
+        x = b_slice(cv_b(c), x, axis, before < 0 ? -before : 0, after < 0 ? len + after : len, 1);
+        return pad_const(c, x, axis, before > 0 ? before : 0, after > 0 ? after : 0, v);
+    }
+    int parts[3], n = 0;
+    for (int side = 0; side < 2; side++) {
+        int64_t count = side ? after : before;
+        if (side)
+            parts[n++] = x;
+        if (!count)
+            continue;
+        Type f = t;
+        f.dim[axis] = dim_static(count);
+        parts[n++] = b_expand(cv_b(c), v, &f);
+    }
+    return n == 1 ? x : b_concat(cv_b(c), parts, n, axis);
+}
+
+/* x[N, C, s1, s2..] padded, then gathered into windows: [N, C, o1, k1, o2, k2, ...]. */
+static int windows(Cv *c, int x, const Window *w, double pad_value)
+{
+    int v = cv_scalar(c, pad_value, cv_type(c, x).dt);
+    for (int i = 0; i < w->n; i++)
+        x = pad_const(c, x, 2 + i, w->pad0[i], w->pad1[i] + w->extra[i], v);
+    for (int i = 0; i < w->n && x >= 0; i++) {
+        int64_t dims[2] = {w->out[i], w->k[i]}, count = dims[0] * dims[1];
+        double *idx = malloc((size_t)(count ? count : 1) * sizeof *idx);
+        if (!idx)
+            abort();
+        for (int64_t o = 0; o < w->out[i]; o++)
+            for (int64_t k = 0; k < w->k[i]; k++)
+                idx[o * w->k[i] + k] = (double)(o * w->stride[i] + k * w->dil[i]);
+        Type it = type_make(DT_I64, 2, dims);
+        x = b_gather(cv_b(c), x, b_constant(cv_b(c), &it, idx), 2 + 2 * i);
+        free(idx);
+    }
+    return x;
+}
+
+/* Windows [N, C, o1, k1, ...] reordered to [N, o1.., C, k1..] and merged: [N, O, C*K]
+ * (groups: [N, G, O, C/G*K]). */
+static int columns(Cv *c, int win, const Window *w, int64_t channels, int64_t groups)
+{
+    Type t = cv_type(c, win);
+    int64_t perm[COIL_MAX_RANK], o = 1, k = 1;
+    int r = 0;
+    perm[r++] = 0;
+    for (int i = 0; i < w->n; i++)
+        perm[r++] = 2 + 2 * i, o *= w->out[i];
+    perm[r++] = 1;
+    for (int i = 0; i < w->n; i++)
+        perm[r++] = 3 + 2 * i, k *= w->k[i];
+    int cols = b_transpose(cv_b(c), win, t.rank, perm);
+    int64_t per_group = channels / groups * k;
+    if (groups == 1)
+        return cv_reshape(c, cols, 3, (Dim[]){t.dim[0], dim_static(o), dim_static(per_group)});
+    cols = cv_reshape(c, cols, 4, (Dim[]){t.dim[0], dim_static(o), dim_static(groups), dim_static(per_group)});
+    return b_transpose(cv_b(c), cols, 4, (int64_t[]){0, 2, 1, 3});
+}
+
+/* The convolution of x (already padded as w says) by weight[M, C/G, k...]: im2col, one
+ * matmul (batched over groups), the result [N, M, o...], plus the bias. */
+static int convolve(Cv *c, int x, int weight, int bias, const Window *w, int64_t groups)
+{
+    Type xt = cv_type(c, x), wt = cv_type(c, weight);
+    int64_t channels = xt.dim[1].k, m = wt.dim[0].k, k = 1;
+    for (int i = 0; i < w->n; i++)
+        k *= w->k[i];
+    int cols = columns(c, windows(c, x, w, 0), w, channels, groups);
+    int64_t mg = m / groups, per_group = channels / groups * k;
+    int y;
+    if (groups == 1) { /* [N, O, C*K] x [C*K, M] */
+        int wm = cv_reshape(c, weight, 2, (Dim[]){dim_static(m), dim_static(per_group)});
+        y = b_matmul(cv_b(c), cols, b_transpose(cv_b(c), wm, 2, (int64_t[]){1, 0}));
+        y = b_transpose(cv_b(c), y, 3, (int64_t[]){0, 2, 1}); /* [N, M, O] */
+    } else { /* [N, G, O, Cg*K] x [G, Cg*K, Mg] */
+        int wm = cv_reshape(c, weight, 3, (Dim[]){dim_static(groups), dim_static(mg), dim_static(per_group)});
+        y = b_matmul(cv_b(c), cols, b_transpose(cv_b(c), wm, 3, (int64_t[]){0, 2, 1}));
+        y = b_transpose(cv_b(c), y, 4, (int64_t[]){0, 1, 3, 2}); /* [N, G, Mg, O] */
+    }
+    Dim d[COIL_MAX_RANK] = {xt.dim[0], dim_static(m)};
+    for (int i = 0; i < w->n; i++)
+        d[2 + i] = dim_static(w->out[i]);
+    y = cv_reshape(c, y, 2 + w->n, d);
+    if (bias >= 0) {
+        Dim bd[COIL_MAX_RANK] = {dim_static(m)};
+        for (int i = 0; i < w->n; i++)
+            bd[1 + i] = dim_static(1);
+        y = cv_bin(c, OP_ADD, y, cv_reshape(c, bias, 1 + w->n, bd));
+    }
+    return y;
+}
+
+/* The operands' shapes a convolution needs: x[N, C, ...] and w[M, C/G, k...] static but N. */
+static bool conv_shapes(Cv *c, int x, int weight, int64_t groups, bool transposed, int64_t *k)
+{
+    Type xt = cv_type(c, x), wt = cv_type(c, weight);
+    if (xt.rank != wt.rank || xt.rank < 3)
+        return cv_invalid(c, "x and w need the same rank, 3 or more");
+    for (int i = 0; i < wt.rank; i++)
+        if (!dim_is_static(wt.dim[i]) || (i > 0 && !dim_is_static(xt.dim[i])))
+            return cv_unsupported(c, "symbolic dims other than the batch");
+    int64_t ch = xt.dim[1].k;
+    int64_t per = transposed ? wt.dim[0].k : wt.dim[1].k * groups;
+    if (groups < 1 || ch % groups || per != ch || (!transposed && wt.dim[0].k % groups))
+        return cv_invalid(c, "the channels (%lld) do not match the weight and group %lld",
+                          (long long)ch, (long long)groups);
+    int64_t ks[ONNX_MAX_LIST];
+    int nk;
+    if (!cv_ints(c, CV_ATTR_ONLY, "kernel_shape", ks, &nk))
+        return false;
+    for (int i = 0; i < wt.rank - 2; i++) {
+        k[i] = wt.dim[2 + i].k;
+        if (nk >= 0 && (nk != wt.rank - 2 || ks[i] != k[i]))
+            return cv_invalid(c, "kernel_shape disagrees with the weight's shape");
+    }
+    return true;
+}
+
+bool conv_conv(Cv *c)
+{
+    int x = cv_in(c, 0), weight = cv_in(c, 1), bias = cv_has(c, 2) ? cv_in(c, 2) : -1;
+    int64_t groups = cv_int(c, "group", 1), k[MAX_SPATIAL + 5];
+    Window w;
+    if (x < 0 || weight < 0 || !conv_shapes(c, x, weight, groups, false, k))
+        return false;
+    Type xt = cv_type(c, x);
+    if (!window_setup(c, &xt, k, &w))
+        return false;
+    c->out[0] = convolve(c, x, weight, bias, &w, groups);
+    return true;
+}
+
+/* ConvTranspose: the input with stride-1 zeros between elements, padded by the kernel's
+ * span less the pads (negative: cut), convolved with the kernel flipped and its channel
+ * axes swapped per group. */
+bool conv_conv_transpose(Cv *c)
+{
+    int x = cv_in(c, 0), weight = cv_in(c, 1), bias = cv_has(c, 2) ? cv_in(c, 2) : -1;
+    int64_t groups = cv_int(c, "group", 1), k[MAX_SPATIAL + 5];
+    if (x < 0 || weight < 0 || !conv_shapes(c, x, weight, groups, true, k))
+        return false;
+    Type xt = cv_type(c, x), wt = cv_type(c, weight);
+    int n = xt.rank - 2;
+    if (n > MAX_SPATIAL)
+        return cv_unsupported(c, "%d spatial axes", n);
+    int64_t stride[MAX_SPATIAL], dil[MAX_SPATIAL], outpad[MAX_SPATIAL], pads[ONNX_MAX_LIST],
+        oshape[ONNX_MAX_LIST];
+    int np, no;
+    if (!axis_ints(c, "strides", n, 1, stride) || !axis_ints(c, "dilations", n, 1, dil) ||
+        !axis_ints(c, "output_padding", n, 0, outpad) || !cv_ints(c, CV_ATTR_ONLY, "pads", pads, &np) ||
+        !cv_ints(c, CV_ATTR_ONLY, "output_shape", oshape, &no))
+        return false;
+    char mode[32];
+    cv_str(c, "auto_pad", "NOTSET", mode, sizeof mode);
+    bool same = strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0;
+    if ((np >= 0 && np != 2 * n) || (no >= 0 && no != n))
+        return cv_invalid(c, "pads or output_shape of the wrong length");
+    int zero = cv_scalar(c, 0, xt.dt);
+    Window w = {.n = n};
+    for (int i = 0; i < n; i++) {
+        int64_t in = xt.dim[2 + i].k, span = (k[i] - 1) * dil[i] + 1;
+        int64_t full = stride[i] * (in - 1) + outpad[i] + span, p0, p1;
+        if (np < 0 && (same || no >= 0)) { /* onnx's reference: pads from the output shape */
+            int64_t out = no >= 0 ? oshape[i] : in * stride[i], total = full - out;
+            int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor, as Python's // */
+            p0 = strcmp(mode, "SAME_UPPER") == 0 ? half : total - half;
+            p1 = total - p0;
+        } else {
+            p0 = np > 0 ? pads[i] : 0, p1 = np > 0 ? pads[n + i] : 0;
+            if (no >= 0) /* an explicit output shape wins: cut or extend the end */
+                p1 = full - p0 - oshape[i];
+        }
+        /* zeros between elements: [.., in, 1] ++ zeros [.., in, s-1] -> [.., in*s] -> cut */
+        if (stride[i] > 1) {
+            int ax = 2 + i;
+            Type t = cv_type(c, x);
+            Dim d[COIL_MAX_RANK];
+            memcpy(d, t.dim, sizeof d);
+            memmove(d + ax + 2, d + ax + 1, (size_t)(t.rank - ax - 1) * sizeof *d);
+            d[ax + 1] = dim_static(1);
+            int col = cv_reshape(c, x, t.rank + 1, d);
+            Type z = cv_type(c, col);
+            z.dim[ax + 1] = dim_static(stride[i] - 1);
+            int spread = b_concat(cv_b(c), (int[]){col, b_expand(cv_b(c), zero, &z)}, 2, ax + 1);
+            t.dim[ax] = dim_static(in * stride[i]);
+            x = b_slice(cv_b(c), cv_reshape(c, spread, t.rank, t.dim), ax, 0, (in - 1) * stride[i] + 1, 1);
+        }
+        w.in[i] = (in - 1) * stride[i] + 1, w.k[i] = k[i], w.stride[i] = 1, w.dil[i] = dil[i];
+        w.pad0[i] = span - 1 - p0, w.pad1[i] = span - 1 - p1 + outpad[i], w.extra[i] = 0;
+        w.out[i] = w.in[i] + w.pad0[i] + w.pad1[i] - span + 1;
+        if (w.out[i] < 1)
+            return cv_invalid(c, "the pads leave no output");
+    }
+    for (int i = 0; i < n; i++) { /* negative pads cut before the windows see them */
+        if (w.pad0[i] < 0 || w.pad1[i] < 0) {
+            x = pad_const(c, x, 2 + i, w.pad0[i] < 0 ? w.pad0[i] : 0, w.pad1[i] < 0 ? w.pad1[i] : 0, zero);
+            w.in[i] += (w.pad0[i] < 0 ? w.pad0[i] : 0) + (w.pad1[i] < 0 ? w.pad1[i] : 0);
+            w.pad0[i] = w.pad0[i] < 0 ? 0 : w.pad0[i], w.pad1[i] = w.pad1[i] < 0 ? 0 : w.pad1[i];
+        }
+    }
+    /* w[C, M/G, k...] -> [G, C/G, M/G, k...] -> [G, M/G, C/G, k...] -> [M, C/G, k...], flipped */
+    int64_t cg = xt.dim[1].k / groups, mg = wt.dim[1].k;
+    Dim d[COIL_MAX_RANK] = {dim_static(groups), dim_static(cg), dim_static(mg)};
+    int64_t perm[COIL_MAX_RANK] = {0, 2, 1};
+    for (int i = 0; i < n; i++)
+        d[3 + i] = dim_static(k[i]), perm[3 + i] = 3 + i;
+    int wf = b_transpose(cv_b(c), cv_reshape(c, weight, 3 + n, d), 3 + n, perm);
+    d[0] = dim_static(groups * mg), d[1] = dim_static(cg);
+    for (int i = 0; i < n; i++)
+        d[2 + i] = dim_static(k[i]);
+    wf = cv_reshape(c, wf, 2 + n, d);
+    for (int i = 0; i < n; i++)
+        wf = cv_reverse(c, wf, 2 + i);
+    c->out[0] = convolve(c, x, wf, bias, &w, groups);
+    return true;
+}
+
+/* ---------------------------------------------------------------- pools */
+
+static bool pool_window(Cv *c, int x, Window *w)
+{
+    int64_t k[ONNX_MAX_LIST];
+    int nk;
+    if (!cv_ints(c, CV_ATTR_ONLY, "kernel_shape", k, &nk))
+        return false;
+    Type t = cv_type(c, x);
+    if (nk != t.rank - 2)
+        return cv_invalid(c, "kernel_shape needs one entry per spatial axis");
+    if (c->node->n_output > 1)
+        return cv_unsupported(c, "the Indices result");
+    return window_setup(c, &t, k, w);
+}
+
+static int reduce_windows(Cv *c, int op, int win, const Window *w)
+{
+    int64_t axes[MAX_SPATIAL];
+    for (int i = 0; i < w->n; i++)
+        axes[i] = 3 + 2 * i;
+    return b_reduce(cv_b(c), op, win, w->n, axes, false);
+}
+
+bool conv_max_pool(Cv *c)
+{
+    int x = cv_in(c, 0);
+    Window w;
+    if (x < 0 || !pool_window(c, x, &w))
+        return false;
+    DType dt = cv_type(c, x).dt;
+    double lowest = dt == DT_I8 ? -128 : dt == DT_I32 ? -2147483648.0 : dt == DT_I64 ? -0x1p63 : -INFINITY;
+    c->out[0] = reduce_windows(c, OP_MAX, windows(c, x, &w, lowest), &w);
+    return true;
+}
+
+/* How many of output o's window elements count (1-D): those inside the input, or inside
+ * the input and its explicit pads; never ceil_mode's extension. */
+static double window_count(const Window *w, int i, int64_t o, bool include_pad)
+{
+    int64_t lo = include_pad ? 0 : w->pad0[i];
+    int64_t hi = include_pad ? w->in[i] + w->pad0[i] + w->pad1[i] : w->pad0[i] + w->in[i];
+    double n = 0;
+    for (int64_t k = 0; k < w->k[i]; k++) {
+        int64_t at = o * w->stride[i] + k * w->dil[i];
+        n += at >= lo && at < hi;
+    }
+    return n;
+}
+
+bool conv_average_pool(Cv *c)
+{
+    int x = cv_in(c, 0);
+    Window w;
+    if (x < 0 || !pool_window(c, x, &w))
+        return false;
+    bool include_pad = cv_int(c, "count_include_pad", 0) != 0;
+    int sum = reduce_windows(c, OP_SUM, windows(c, x, &w, 0), &w);
+    int64_t dims[MAX_SPATIAL], total = 1;
+    for (int i = 0; i < w.n; i++)
+        dims[i] = w.out[i], total *= w.out[i];
+    double *count = malloc((size_t)(total ? total : 1) * sizeof *count);
+    if (!count)
+        abort();
+    for (int64_t j = 0; j < total; j++) { /* the product of the axes' counts */
+        int64_t rest = j;
+        count[j] = 1;
+        for (int i = w.n - 1; i >= 0; i--) {
+            count[j] *= window_count(&w, i, rest % w.out[i], include_pad);
+            rest /= w.out[i];
+        }
+    }
+    Type ct = type_make(cv_type(c, x).dt, w.n, dims);
+    c->out[0] = cv_bin(c, OP_DIV, sum, b_constant(cv_b(c), &ct, count));
+    free(count);
+    return true;
+}
+
+/* LpPool: (sum over the window of |x|^p)^(1/p), zero padding. */
+bool conv_lp_pool(Cv *c)
+{
+    int x = cv_in(c, 0);
+    Window w;
+    if (x < 0 || !pool_window(c, x, &w))
+        return false;
+    DType dt = cv_type(c, x).dt;
+    double p = (double)cv_int(c, "p", 2);
+    int a = cv_un(c, OP_ABS, x);
+    int powed = p == 2 ? cv_bin(c, OP_MUL, a, a) : cv_bin(c, OP_POW, a, cv_scalar(c, p, dt));
+    int sum = reduce_windows(c, OP_SUM, windows(c, powed, &w, 0), &w);
+    c->out[0] = p == 2 ? cv_un(c, OP_SQRT, sum) : cv_bin(c, OP_POW, sum, cv_scalar(c, 1.0 / p, dt));
+    return true;
+}
+
+
+/* ---------------------------------------------------------------- resize */
+
+/* Resize is separable: along each resized axis, out = W[O, I] x, where row y of W holds
+ * the interpolation coefficients of output y at the input elements it reads (onnx's
+ * reference, op_resize.py, transcribed for one axis). */
+typedef struct Resize {
+    char mode[24], coord[32], nearest[24];
+    double cubic_a, extrapolation;
+    bool antialias, exclude_outside;
+} Resize;
+
+static int nearest_coeffs(const Resize *r, double ratio, double *c)
+{
+    bool up;
+    if (ratio == floor(ratio))
+        up = true;
+    else if (strcmp(r->nearest, "round_prefer_ceil") == 0)
+        up = ratio >= 0.5;
+    else if (strcmp(r->nearest, "floor") == 0)
+        up = false;
+    else if (strcmp(r->nearest, "ceil") == 0)
+        up = true;
+    else
+        up = ratio > 0.5;
+    c[0] = !up, c[1] = up;
+    return 2;
+}
+
+static double cubic_at(double x, double a)
+{
+    x = fabs(x);
+    if (x <= 1)
+        return ((a + 2) * x - (a + 3)) * x * x + 1;
+    return x < 2 ? ((a * x - 5 * a) * x + 8 * a) * x - 4 * a : 0;
+}
+
+/* The coefficients of one output element at fraction `ratio` past its floor; their count. */
+static int resize_coeffs(const Resize *r, double ratio, double scale, double *c)
+{
+    if (strcmp(r->mode, "nearest") == 0)
+        return nearest_coeffs(r, ratio, c);
+    bool cubic = strcmp(r->mode, "cubic") == 0;
+    if (!r->antialias) {
+        if (!cubic) {
+            c[0] = 1 - ratio, c[1] = ratio;
+            return 2;
+        }
+        for (int i = 0; i < 4; i++)
+            c[i] = cubic_at((double)(i - 1) - ratio, r->cubic_a);
+        return 4;
+    }
+    double s = scale < 1 ? scale : 1, sum = 0;
+    int start = (int)floor((cubic ? -2 : -1) / s) + 1, n = cubic ? 2 * (1 - start) + 1 : 2 - 2 * start;
+    if (cubic)
+        n = (2 - start) - start;
+    if (n > 64)
+        n = 64;
+    for (int i = 0; i < n; i++) {
+        double arg = s * ((double)(start + i) - ratio);
+        c[i] = cubic ? cubic_at(arg, r->cubic_a) : fmax(0, fmin(1, 1 - fabs(arg)));
+        sum += c[i];
+    }
+    for (int i = 0; i < n; i++)
+        c[i] /= sum;
+    return n;
+}
+
+static double source_coord(const Resize *r, double y, double scale, int64_t in, int64_t out,
+                           const double *roi)
+{
+    double width = scale * (double)in;
+    if (strcmp(r->coord, "align_corners") == 0)
+        return width == 1 ? 0 : y * (double)(in - 1) / (width - 1);
+    if (strcmp(r->coord, "asymmetric") == 0)
+        return y / scale;
+    if (strcmp(r->coord, "tf_crop_and_resize") == 0) {
+        double x = width == 1 ? (roi[1] - roi[0]) * (double)(in - 1) / 2
+                              : y * (roi[1] - roi[0]) * (double)(in - 1) / (width - 1);
+        return x + roi[0] * (double)(in - 1);
+    }
+    if (strcmp(r->coord, "pytorch_half_pixel") == 0)
+        return width == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+    if (strcmp(r->coord, "half_pixel_symmetric") == 0) {
+        double offset = (double)in / 2 * (1 - (double)out / width);
+        return offset + (y + 0.5) / scale - 0.5;
+    }
+    return (y + 0.5) / scale - 0.5; /* half_pixel */
+}
+
+/* W[out, in] of one axis, and which outputs lie outside the input (tf_crop_and_resize). */
+static void resize_matrix(const Resize *r, double scale, int64_t in, int64_t out, const double *roi,
+                          double *w, bool *outside)
+{
+    memset(w, 0, (size_t)(in * out) * sizeof *w);
+    for (int64_t y = 0; y < out; y++) {
+        double x = source_coord(r, (double)y, scale, in, out, roi), c[64];
+        double ratio = x == floor(x) ? 1.0 : x - floor(x);
+        int n = resize_coeffs(r, ratio, scale, c);
+        int64_t pad = (n + 1) / 2;
+        double xp = x + (double)pad, p = floor(xp), frac = xp - p;
+        int64_t off = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
+                                 : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
+        int64_t start = (int64_t)p + off - pad;
+        if (r->exclude_outside) {
+            double sum = 0;
+            for (int j = 0; j < n; j++)
+                c[j] = start + j < 0 || start + j >= in ? 0 : c[j], sum += c[j];
+            for (int j = 0; j < n; j++)
+                c[j] /= sum == 0 ? 1 : sum;
+        }
+        for (int j = 0; j < n; j++) {
+            int64_t at = start + j < 0 ? 0 : start + j >= in ? in - 1 : start + j;
+            w[y * in + at] += c[j];
+        }
+        outside[y] = strcmp(r->coord, "tf_crop_and_resize") == 0 && (x < 0 || x > (double)(in - 1));
+    }
+}
+
+/* One axis resized: a gather where every row of W picks one element, else a matmul. */
+static int resize_axis(Cv *c, int x, int axis, const Resize *r, double scale, int64_t out,
+                       const double *roi)
+{
+    Type t = cv_type(c, x);
+    int64_t in = t.dim[axis].k;
+    double *w = malloc((size_t)(in * out + 1) * sizeof *w);
+    bool *outside = calloc((size_t)(out ? out : 1), sizeof *outside);
+    if (!w || !outside)
+        abort();
+    resize_matrix(r, scale, in, out, roi, w, outside);
+    bool picks = true, any_outside = false;
+    double *idx = malloc((size_t)(out ? out : 1) * sizeof *idx);
+    for (int64_t y = 0; y < out; y++) {
+        int ones = 0, others = 0;
+        for (int64_t i = 0; i < in; i++) {
+            ones += w[y * in + i] == 1, others += w[y * in + i] != 0 && w[y * in + i] != 1;
+            if (w[y * in + i] == 1)
+                idx[y] = (double)i;
+        }
+        picks = picks && ones == 1 && !others;
+        any_outside = any_outside || outside[y];
+    }
+    int y;
+    if (picks) {
+        Type it = type_make(DT_I64, 1, &out);
+        y = b_gather(cv_b(c), x, b_constant(cv_b(c), &it, idx), axis);
+    } else if (!dtype_info[t.dt].is_float) {
+        y = -1;
+        cv_unsupported(c, "interpolating %s values", dtype_info[t.dt].name);
+    } else { /* [..., I] x W^T[I, O] along the axis */
+        double *wt = malloc((size_t)(in * out + 1) * sizeof *wt);
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t i = 0; i < in; i++)
+                wt[i * out + o] = w[o * in + i];
+        Type mt = type_make(t.dt, 2, (int64_t[]){in, out});
+        y = b_matmul(cv_b(c), cv_to_last(c, x, axis), b_constant(cv_b(c), &mt, wt));
+        y = cv_from_last(c, y, axis);
+        free(wt);
+    }
+    if (y >= 0 && any_outside) {
+        double *m = malloc((size_t)out * sizeof *m);
+        for (int64_t o = 0; o < out; o++)
+            m[o] = outside[o];
+        Type mt = type_make(DT_BOOL, 1, &out);
+        int last = cv_to_last(c, y, axis);
+        last = cv_where(c, b_constant(cv_b(c), &mt, m), cv_scalar(c, r->extrapolation, t.dt), last);
+        y = cv_from_last(c, last, axis);
+        free(m);
+    }
+    free(w), free(outside), free(idx);
+    return y;
+}
+
+/* The output sizes and scales of every axis (sizes win; keep_aspect_ratio_policy). */
+static bool resize_sizes(Cv *c, const Type *t, const int64_t *axes, int na, double *scale,
+                         int64_t *out)
+{
+    int64_t n_sc = 0, n_sz = 0;
+    const double *sc = cv_has(c, 2) ? cv_const(c, 2, &n_sc) : NULL;
+    const double *sz = cv_has(c, 3) ? cv_const(c, 3, &n_sz) : NULL;
+    if (cv_has(c, 2) && !sc)
+        return cv_need_const(c, 2);
+    if (cv_has(c, 3) && !sz)
+        return cv_need_const(c, 3);
+    for (int i = 0; i < t->rank; i++)
+        scale[i] = 1, out[i] = t->dim[i].k;
+    if (sz && n_sz == na) {
+        char policy[24];
+        cv_str(c, "keep_aspect_ratio_policy", "stretch", policy, sizeof policy);
+        double pick = strcmp(policy, "not_larger") == 0 ? INFINITY : -INFINITY;
+        for (int i = 0; i < na; i++) {
+            double s = sz[i] / (double)t->dim[axes[i]].k;
+            scale[axes[i]] = s, out[axes[i]] = (int64_t)sz[i];
+            pick = strcmp(policy, "not_larger") == 0 ? fmin(pick, s) : fmax(pick, s);
+        }
+        if (strcmp(policy, "stretch") != 0)
+            for (int i = 0; i < na; i++) {
+                scale[axes[i]] = pick;
+                out[axes[i]] = (int64_t)(pick * (double)t->dim[axes[i]].k + 0.5);
+            }
+        return true;
+    }
+    if (!sc || n_sc != na)
+        return cv_invalid(c, "needs scales or sizes with one entry per resized axis");
+    for (int i = 0; i < na; i++) {
+        scale[axes[i]] = sc[i];
+        out[axes[i]] = (int64_t)(sc[i] * (double)t->dim[axes[i]].k);
+    }
+    return true;
+}
+
+bool conv_resize(Cv *c)
+{
+    int x = cv_in(c, 0), na;
+    if (x < 0)
+        return false;
+    Type t = cv_type(c, x);
+    for (int i = 0; i < t.rank; i++)
+        if (!dim_is_static(t.dim[i]))
+            return cv_unsupported(c, "symbolic dims");
+    Resize r = {.cubic_a = cv_float(c, "cubic_coeff_a", -0.75),
+                .extrapolation = cv_float(c, "extrapolation_value", 0),
+                .antialias = cv_int(c, "antialias", 0) != 0,
+                .exclude_outside = cv_int(c, "exclude_outside", 0) != 0};
+    cv_str(c, "mode", "nearest", r.mode, sizeof r.mode);
+    cv_str(c, "coordinate_transformation_mode", "half_pixel", r.coord, sizeof r.coord);
+    cv_str(c, "nearest_mode", "round_prefer_floor", r.nearest, sizeof r.nearest);
+    if (strcmp(r.mode, "nearest") && strcmp(r.mode, "linear") && strcmp(r.mode, "cubic"))
+        return cv_invalid(c, "mode '%s'", r.mode);
+    int64_t raw[ONNX_MAX_LIST], axes[COIL_MAX_RANK], nroi = 0;
+    if (!cv_ints(c, CV_ATTR_ONLY, "axes", raw, &na))
+        return false;
+    if (na < 0) {
+        na = t.rank;
+        for (int i = 0; i < na; i++)
+            raw[i] = i;
+    }
+    for (int i = 0; i < na; i++) /* in the attribute's order, as the reference resizes */
+        if (!axis_norm(raw[i], t.rank, (int[]){0}))
+            return cv_invalid(c, "axis %lld is out of range", (long long)raw[i]);
+        else
+            axes[i] = raw[i] < 0 ? raw[i] + t.rank : raw[i];
+    const double *roi = cv_has(c, 1) ? cv_const(c, 1, &nroi) : NULL;
+    if (strcmp(r.coord, "tf_crop_and_resize") == 0 && !roi)
+        return cv_need_const(c, 1);
+    if (strcmp(r.coord, "tf_crop_and_resize") == 0 && nroi != 2 * na)
+        return cv_invalid(c, "roi needs two entries per resized axis");
+    double scale[COIL_MAX_RANK];
+    int64_t out[COIL_MAX_RANK];
+    if (!resize_sizes(c, &t, axes, na, scale, out))
+        return false;
+    for (int i = 0; i < na && x >= 0; i++) {
+        int64_t a = axes[i];
+        double axis_roi[2] = {roi ? roi[i] : 0, roi ? roi[na + i] : 1};
+        if (fabs(scale[a] - 1) < 1e-9 && out[a] == t.dim[a].k && axis_roi[0] == 0 && axis_roi[1] == 1)
+            continue;
+        x = resize_axis(c, x, (int)a, &r, scale[a], out[a], axis_roi);
+    }
+    c->out[0] = x;
+    return x >= 0;
+}
+
+#endif
