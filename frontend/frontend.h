@@ -13,8 +13,9 @@ typedef struct ModelOptions {
     uint64_t seed; /* of dropout's Philox streams when training */
 } ModelOptions;
 
-/* Load by extension: .cir -> ir_parse_file, .coil -> coil_frontend_load. A missing
- * file is "FILE: cannot open: REASON"; an unknown extension is an ERR_INPUT error. */
+/* Load by extension: .cir -> ir_parse_file, .coil -> coil_frontend_load, .onnx ->
+ * onnx_load (frontend/onnx.h). A missing file is "FILE: cannot open: REASON"; an unknown
+ * extension is an ERR_INPUT error. */
 Graph *model_load(const char *path, const ModelOptions *opt, Err *e);
 /* g as a loader returned it; when it failed with an error located in the model's text
  * ("FILE:LINE:COL: error: ..."), that error becomes ERR_SYNTAX. */

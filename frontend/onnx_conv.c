@@ -314,6 +314,41 @@ bool conv_conv_transpose(Cv *c)
     return true;
 }
 
+/* CausalConvWithState (opset 27): a depthwise 1-D convolution over the past state (zeros
+ * without one) followed by the input, no padding; the new state is the last K-1 steps. */
+bool conv_causal_conv(Cv *c)
+{
+    int x = cv_in(c, 0), weight = cv_in(c, 1), bias = cv_has(c, 2) ? cv_in(c, 2) : -1;
+    if (x < 0 || weight < 0)
+        return false;
+    Type xt = cv_type(c, x), wt = cv_type(c, weight);
+    if (xt.rank != 3 || wt.rank != 3 || !dim_is_static(xt.dim[1]) || !dim_is_static(xt.dim[2]) ||
+        !dim_is_static(wt.dim[2]) || !dim_eq(wt.dim[0], xt.dim[1]))
+        return cv_unsupported(c, "other than x[B, C, L] with a static weight[C, 1, K]");
+    int64_t k = wt.dim[2].k, ch = xt.dim[1].k;
+    int past;
+    if (cv_has(c, 3))
+        past = cv_in(c, 3);
+    else {
+        Type pt = xt;
+        pt.dim[2] = dim_static(k - 1);
+        past = b_full(cv_b(c), 0, &pt);
+    }
+    int padded = k > 1 ? b_concat(cv_b(c), (int[]){past, x}, 2, 2) : x;
+    int64_t len = xt.dim[2].k + k - 1;
+    Window w = {.n = 1, .in = {len}, .k = {k}, .stride = {1}, .dil = {1}, .out = {len - k + 1}};
+    int y = convolve(c, padded, weight, bias, &w, ch);
+    char act[16];
+    cv_str(c, "activation", "none", act, sizeof act);
+    if (strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0)
+        y = cv_bin(c, OP_MUL, y, cv_un(c, OP_SIGMOID, y));
+    else if (strcmp(act, "none") != 0)
+        return cv_unsupported(c, "activation '%s'", act);
+    c->out[0] = y;
+    c->out[1] = b_slice(cv_b(c), padded, 2, len - (k - 1), len, 1);
+    return true;
+}
+
 /* ---------------------------------------------------------------- pools */
 
 static bool pool_window(Cv *c, int x, Window *w)

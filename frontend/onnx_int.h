@@ -64,8 +64,8 @@ OnnxValue *onnx_value(Onnx *o, const char *name);
 OnnxValue *onnx_value_add(Onnx *o, const char *name);
 bool onnx_dtype(int onnx_type, DType *out);
 const char *onnx_dtype_name(int onnx_type);
-/* A TensorProto's elements into v (dims, dtype, data); dir: the model's folder, for
- * external data. */
+/* A TensorProto's elements into v (dims, dtype, data): typed fields, raw_data, or an
+ * external file in the model's folder (o->path). */
 bool onnx_tensor_read(Onnx *o, const Onnx__TensorProto *t, OnnxValue *v);
 /* The node id of a value, building a constant's node on its first use. */
 int onnx_operand(Onnx *o, const char *name);
@@ -120,8 +120,8 @@ int cv_to_last(Cv *c, int x, int axis);
 int cv_from_last(Cv *c, int x, int axis);
 /* x reversed along axis (a gather of n-1 ... 0; static axis). */
 int cv_reverse(Cv *c, int x, int axis);
-/* floor, ceil, round-half-even and trunc of a float tensor, through i64 casts where the
- * value can have a fraction (|x| < 2^52). */
+/* floor and trunc of a float tensor, through i64 casts where the value can have a
+ * fraction (|x| < 2^52). */
 int cv_floor(Cv *c, int x);
 int cv_trunc(Cv *c, int x);
 /* Normalised axes (rank given); false with the node's error when one is out of range or
@@ -129,14 +129,14 @@ int cv_trunc(Cv *c, int x);
 bool cv_axes(Cv *c, const int64_t *axes, int n, int rank, int64_t *out);
 
 /* Converters of onnx_shape.c (data movement, shapes, constants) and onnx_conv.c
- * (convolutions, pools), in onnx_ops.c's table. */
+ * (convolutions, pools, resize), in onnx_ops.c's table. */
 #define ONNX_CONVERTERS(X)                                                                    \
     X(reshape) X(flatten) X(unsqueeze) X(squeeze) X(transpose) X(concat) X(split) X(slice)   \
     X(gather) X(gather_elements) X(expand) X(tile) X(shape) X(size) X(constant)               \
     X(constant_of_shape) X(range) X(eye_like) X(trilu) X(one_hot) X(pad) X(depth_to_space)    \
-    X(space_to_depth) X(identity) X(cast) X(cast_like) X(conv) X(conv_transpose) X(max_pool)       \
+    X(space_to_depth) X(identity) X(cast) X(cast_like) X(conv) X(conv_transpose) X(max_pool) \
     X(average_pool) X(lp_pool) X(resize) X(center_crop_pad) X(gather_nd) X(scatter_nd)       \
-    X(scatter_elements) X(window) X(lrn)
+    X(scatter_elements) X(window) X(lrn) X(causal_conv)
 #define ONNX_DECLARE(name) bool conv_##name(Cv *c);
 ONNX_CONVERTERS(ONNX_DECLARE)
 #undef ONNX_DECLARE

@@ -1190,6 +1190,7 @@ static const OnnxOp onnx_ops[] = {
     {"Conv", conv_conv, 0, 2, 3, 1, "auto_pad dilations group kernel_shape pads strides"},
     {"ConvTranspose", conv_conv_transpose, 0, 2, 3, 1,
      "auto_pad dilations group kernel_shape output_padding output_shape pads strides"},
+    {"CausalConvWithState", conv_causal_conv, 0, 2, 4, 2, "activation"},
     {"MaxPool", conv_max_pool, 0, 1, 1, 2,
      "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"},
     {"AveragePool", conv_average_pool, 0, 1, 1, 1,

@@ -52,12 +52,8 @@ static bool reshape_shape_value(Cv *c, const OnnxValue *v)
     int n;
     if (!cv_ints(c, 1, NULL, want, &n))
         return false;
-    int64_t total = 1;
-    for (int i = 0; i < n; i++)
-        total *= want[i] < 0 ? 1 : want[i];
     if (n > 1 || (n == 1 && want[0] != -1 && want[0] != v->numel) || (n == 0 && v->numel != 1))
         return cv_unsupported(c, "reshaping the shape of a symbolic tensor to rank %d", n);
-    (void)total;
     cv_define_shape(c, 0, v->sdim, (int)v->numel, n);
     return true;
 }
