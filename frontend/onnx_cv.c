@@ -218,7 +218,8 @@ int cv_reshape(Cv *c, int x, int rank, const Dim *dims)
     if (same)
         return x;
     t.rank = rank;
-    memcpy(t.dim, dims, (size_t)rank * sizeof *dims);
+    if (rank > 0) /* a scalar's dims may be NULL, which memcpy may not be given */
+        memcpy(t.dim, dims, (size_t)rank * sizeof *dims);
     return b_reshape(cv_b(c), x, &t);
 }
 

@@ -146,34 +146,25 @@ CONTRACT static inline float exp_nonpositive(float x)
 }
 
 /* The same on SOFTMAX_LANES floats at once in GCC's vector extensions (one register in
- * the AVX-512 clone, two or four in the narrower ones), step for step. The helpers are
- * always inlined, so no vector crosses a call (hence -Wpsabi's ABI notes are moot). */
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+ * the AVX-512 clone, two or four in the narrower ones), step for step. No vector crosses
+ * a call: loads, stores and selects are macros and the exponential works in place through
+ * a pointer, because a 64-byte vector passed by value has no ABI without AVX-512 (GCC
+ * notes it, clang refuses it in unoptimised builds even for inlined helpers). */
 typedef float VecF __attribute__((vector_size(4 * SOFTMAX_LANES)));
 typedef int32_t VecI __attribute__((vector_size(4 * SOFTMAX_LANES)));
+typedef float VecAt __attribute__((vector_size(4 * SOFTMAX_LANES), aligned(4), may_alias));
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-CONTRACT ALWAYS_INLINE VecF vec_select(VecI mask, VecF a, VecF b)
-{
-    return (VecF)(((VecI)a & mask) | ((VecI)b & ~mask));
-}
+/* The SOFTMAX_LANES floats at p, unaligned, to read or assign. */
+#define VEC_AT(p) (*(VecAt *)(p))
+/* Lane by lane: a where mask is set, else b. */
+#define VEC_SELECT(mask, a, b) ((VecF)(((VecI)(a) & (mask)) | ((VecI)(b) & ~(mask))))
 
-CONTRACT ALWAYS_INLINE VecF vec_load(const float *p)
+CONTRACT ALWAYS_INLINE void vec_exp_nonpositive(VecF *v)
 {
-    VecF v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-CONTRACT ALWAYS_INLINE void vec_store(float *p, VecF v) { memcpy(p, &v, sizeof v); }
-
-CONTRACT ALWAYS_INLINE VecF vec_exp_nonpositive(VecF x)
-{
-    const VecF zero = {0}, low = zero - 87.0f;
-    VecF c = vec_select(x > low, x, low);
-    c = vec_select(c < zero, c, zero);
+    const VecF x = *v, zero = {0}, low = zero - 87.0f;
+    VecF c = VEC_SELECT(x > low, x, low);
+    c = VEC_SELECT(c < zero, c, zero);
     VecF n = c * 1.44269504f + 12582912.0f;
     n -= 12582912.0f;
     VecF r = c - n * 0.693145752f;
@@ -187,8 +178,8 @@ CONTRACT ALWAYS_INLINE VecF vec_exp_nonpositive(VecF x)
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     VecI bits = (__builtin_convertvector(n, VecI) + 127) << 23;
-    VecF y = vec_select(x > low, p * (VecF)bits, zero);
-    return vec_select(x == x, y, x);
+    VecF y = VEC_SELECT(x > low, p * (VecF)bits, zero);
+    *v = VEC_SELECT(x == x, y, x);
 }
 
 /* ---------------------------------------------------------------- operands */
@@ -342,21 +333,23 @@ VECTOR_CLONES CONTRACT static void strip_softmax_vec(const float *s, int64_t NR,
 {
     const VecF zero = {0}, none = zero - INFINITY;
     for (int64_t q = 0; q < groups * SOFTMAX_LANES; q += SOFTMAX_LANES) {
-        VecF most = vec_load(m + q), total = zero;
+        VecF most = VEC_AT(m + q), total = zero;
         for (int64_t i = 0; i < nk; i++) {
-            VecF v = vec_load(s + i * NR + q);
-            most = vec_select(v > most, v, most);
+            VecF v = VEC_AT(s + i * NR + q);
+            most = VEC_SELECT(v > most, v, most);
         }
-        VecF shift = vec_select(most == none, zero, most);
-        VecF c = vec_exp_nonpositive(vec_load(m + q) - shift);
-        vec_store(corr + q, c);
-        vec_store(m + q, most);
+        VecF shift = VEC_SELECT(most == none, zero, most);
+        VecF c = VEC_AT(m + q) - shift;
+        vec_exp_nonpositive(&c);
+        VEC_AT(corr + q) = c;
+        VEC_AT(m + q) = most;
         for (int64_t i = 0; i < nk; i++) {
-            VecF e = vec_exp_nonpositive(vec_load(s + i * NR + q) - shift);
-            vec_store(p + i * ldp + q, e);
+            VecF e = VEC_AT(s + i * NR + q) - shift;
+            vec_exp_nonpositive(&e);
+            VEC_AT(p + i * ldp + q) = e;
             total += e;
         }
-        vec_store(l + q, vec_load(l + q) * c + total);
+        VEC_AT(l + q) = VEC_AT(l + q) * c + total;
     }
 }
 
