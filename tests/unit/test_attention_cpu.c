@@ -49,7 +49,8 @@ static const Case cases[] = {
     {"bf16", DT_BF16, CONTIGUOUS, 2, 2, 120, 120, 64, 64, true, 0, false},
     {"f16, GPT-2's heads", DT_F16, HEADS, 1, 2, 110, 110, 64, 64, true, 0, false},
     {"many blocks, T=500", DT_F32, HEADS, 1, 2, 500, 500, 64, 64, true, 0, false},
-    {"heads past the cache", DT_F32, CONTIGUOUS, 2, 1, 3, 600, 1024, 1024, false, 0, false},
+    /* strided, so packed, and 600 x 2048 floats: past a thread's head cache, block by block */
+    {"heads past the cache", DT_F32, HEADS, 1, 2, 3, 600, 1024, 1024, false, 0, false},
 };
 
 /* ---------------------------------------------------------------- one case */
