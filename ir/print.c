@@ -97,6 +97,11 @@ static void put_float(Buf *b, double v)
         return;
     }
     char s[40];
+    if (v == trunc(v) && fabs(v) < 1e15) { /* integers as integers: 10, not 1e+01 */
+        snprintf(s, sizeof s, "%.0f", v);
+        puts_(b, s);
+        return;
+    }
     int lo = 1, hi = 17, e;
     if (fabs(frexp(v, &e)) == 0.5) {
         while (lo < hi && !reads_back(v, lo, s, sizeof s))

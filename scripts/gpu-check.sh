@@ -222,7 +222,22 @@ project_scaling() {
       --precision bf16 --train-json "$f" --out "bench/results/scaling-projection-${gpu%.json}.md"
   done
 }
-export -f char_gpt2_args train_char_gpt2 train_bf16_step project_scaling
+# The exported ONNX models (ResNet-18, MobileNetV2, BERT, GPT-2, ViT; small, random weights)
+# on the GPU, each against PyTorch's output (the kit holds them as IR: no protobuf-c here).
+onnx_models() {
+  local f name n=0
+  for f in .gpu-kit/reference/onnx/*.cir.xz; do
+    [[ -e $f ]] || { echo "skipped: no exported models in .gpu-kit (make gpu-kit)"; return 0; }
+    name=$(basename "$f" .cir.xz)
+    xz -dc "$f" >"$WORK/$name.cir"
+    "$COIL" run "$WORK/$name.cir" --device "$DEVICE" --out "$WORK/onnx-$name" \
+      --input "x=tests/onnx/fixtures/models/${name}_x.npy" || return 1
+    "$PYTHON" scripts/gpu/compare_npy.py "$WORK/onnx-$name/y.npy" \
+      "tests/onnx/fixtures/models/${name}_y.npy" --name "$name" || n=$((n + 1))
+  done
+  ((n == 0))
+}
+export -f char_gpt2_args train_char_gpt2 train_bf16_step project_scaling onnx_models
 
 if [[ $CHECKS == yes && $HAVE_GPU == yes ]]; then
   say "checks, $JOBS at a time"
@@ -236,6 +251,7 @@ if [[ $CHECKS == yes && $HAVE_GPU == yes ]]; then
   start_stage optimizer 90 "$BUILD/test_cuda_optim"
   start_stage train-char-gpt2 120 bash -c train_char_gpt2
   start_stage train-bf16 90 bash -c train_bf16_step
+  start_stage onnx-models 120 bash -c onnx_models
   start_stage gpt2-torch 180 "$PYTHON" scripts/gpu/gpt2_torch.py --device "$DEVICE" \
     --json "$WORK/gpt2-torch.json"
   start_stage attention-sdpa 120 "$PYTHON" scripts/gpu/attention_sdpa.py --device "$DEVICE" \
@@ -251,7 +267,7 @@ elif [[ $CHECKS == yes ]]; then
   done
   start_stage optimizer 120 "$BUILD/test_cuda_optim"
   wait
-  for st in train-char-gpt2 train-bf16 gpt2-torch attention-sdpa; do skip_stage "$st"; done
+  for st in train-char-gpt2 train-bf16 onnx-models gpt2-torch attention-sdpa; do skip_stage "$st"; done
 fi
 {
   for name in "${STAGES[@]}"; do

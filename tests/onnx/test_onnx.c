@@ -255,6 +255,37 @@ static void test_torch_mlp(void)
     tensor_free(&x), tensor_free(&y);
 }
 
+/* ---------------------------------------------------------------- exported models */
+
+/* Small random-weight ResNet-18, MobileNetV2, BERT, GPT-2 and ViT as torch.onnx.export wrote
+ * them (tests/onnx/export_models.py), each against PyTorch's output for its input, compiled
+ * and interpreted. The tolerance is absolute: outputs are O(1) and PyTorch's f32 rounding
+ * is ~1e-6 on them. */
+static const char *const exported_models[] = {"resnet18", "mobilenet_v2", "bert", "gpt2", "vit"};
+
+static void test_exported_model(const char *name)
+{
+    char model[256], xpath[256], ypath[256];
+    snprintf(model, sizeof model, "tests/onnx/fixtures/models/%s.onnx", name);
+    snprintf(xpath, sizeof xpath, "tests/onnx/fixtures/models/%s_x.npy", name);
+    snprintf(ypath, sizeof ypath, "tests/onnx/fixtures/models/%s_y.npy", name);
+    Tensor x, y;
+    Err e = {0};
+    if (!npy_read(xpath, &x, &e) || !npy_read(ypath, &y, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        failures++;
+        return;
+    }
+    CHECK(y.dt == DT_F32);
+    coil_tensor in = {.dtype = (coil_dtype)x.dt, .rank = x.rank, .data = x.data};
+    memcpy(in.shape, x.shape, sizeof x.shape);
+    int64_t n = 1;
+    for (int i = 0; i < y.rank; i++)
+        n *= y.shape[i];
+    check_run(model, &in, y.data, n, 1e-4);
+    tensor_free(&x), tensor_free(&y);
+}
+
 /* ---------------------------------------------------------------- initializers */
 
 /* y = x + w, w[2,3] stored as `how`; with external data the file beside the model. */
@@ -427,6 +458,8 @@ int main(void)
         return 1;
     }
     test_torch_mlp();
+    for (size_t i = 0; i < sizeof exported_models / sizeof *exported_models; i++)
+        test_exported_model(exported_models[i]);
     test_initializers();
     test_symbolic_reshape();
     test_errors();
