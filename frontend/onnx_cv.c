@@ -148,8 +148,26 @@ bool cv_shape(Cv *c, size_t i, Dim *out, int *n)
     return true;
 }
 
+/* A shape vector whose entries are all static is an ordinary constant, so that any op
+ * (a Slice's ends, a Range's limit) can take it, not only those that read shapes. */
+static bool define_static_shape(Cv *c, size_t i, const Dim *d, int n, int rank)
+{
+    double k[ONNX_MAX_LIST];
+    if (n > ONNX_MAX_LIST)
+        return false;
+    for (int j = 0; j < n; j++) {
+        if (!dim_is_static(d[j]))
+            return false;
+        k[j] = (double)d[j].k;
+    }
+    cv_define_const(c, i, DT_I64, rank, (int64_t[]){n}, k);
+    return true;
+}
+
 void cv_define_shape(Cv *c, size_t i, const Dim *d, int n, int rank)
 {
+    if (define_static_shape(c, i, d, n, rank))
+        return;
     OnnxValue *v = onnx_value_add(c->o, c->node->output[i]);
     int64_t len = n;
     v->type = type_make(DT_I64, rank, &len);

@@ -92,6 +92,9 @@ const char *cv_str(const Cv *c, const char *name, const char *def, char *buf, si
 /* The elements of constant operand i (an initializer, a Constant, or folded now), or NULL;
  * *numel their count. */
 const double *cv_const(Cv *c, size_t i, int64_t *numel);
+/* Equal and Where on shape vectors with symbolic entries (onnx_shape.c). */
+bool cv_equal_shapes(Cv *c);
+bool cv_where_shapes(Cv *c);
 /* The error for operand i that is not a constant; false. */
 bool cv_need_const(const Cv *c, size_t i);
 /* cv_ints's operand index for an op whose list is only ever an attribute */

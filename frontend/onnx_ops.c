@@ -30,6 +30,8 @@ static bool conv_unary(Cv *c)
 
 static bool conv_binary(Cv *c)
 {
+    if (c->row->op == OP_EQ && (cv_shape_value(c, 0) || cv_shape_value(c, 1)))
+        return cv_equal_shapes(c);
     c->out[0] = cv_bin(c, c->row->op, cv_in(c, 0), cv_in(c, 1));
     return true;
 }
@@ -82,6 +84,8 @@ static bool conv_logic(Cv *c)
 
 static bool conv_where(Cv *c)
 {
+    if (cv_shape_value(c, 1) || cv_shape_value(c, 2))
+        return cv_where_shapes(c);
     c->out[0] = cv_where(c, cv_in(c, 0), cv_in(c, 1), cv_in(c, 2));
     return true;
 }

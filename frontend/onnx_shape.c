@@ -664,29 +664,88 @@ bool conv_tile(Cv *c)
     return true;
 }
 
+/* ---------------------------------------------------------------- shape arithmetic */
+
+/* Operand i's entries as Dims, and its rank: a shape vector's, or a constant's. */
+static bool shape_entries(Cv *c, size_t i, Dim *d, int *n, int *rank)
+{
+    const OnnxValue *sv = cv_shape_value(c, i);
+    const OnnxValue *v = onnx_value(c->o, c->node->input[i]);
+    *rank = sv ? sv->type.rank : v ? v->type.rank : 0;
+    return cv_shape(c, i, d, n);
+}
+
+/* Where an entry of a is known to equal b's: both static, a symbolic dim against a
+ * negative number (a size never is), or the same symbolic dim. */
+static bool dims_equal_known(Cv *c, Dim a, Dim b, bool *eq)
+{
+    bool both_static = dim_is_static(a) && dim_is_static(b);
+    bool negative = (dim_is_static(a) && a.k < 0) || (dim_is_static(b) && b.k < 0);
+    if (!both_static && !negative && !dim_eq(a, b))
+        return cv_unsupported(c, "comparing a symbolic dim with a size it may have at run time");
+    *eq = both_static ? a.k == b.k : !negative;
+    return true;
+}
+
+/* Equal on shape vectors (torch.onnx's expand(-1) pattern: which entries are -1) is a
+ * constant wherever the answer does not depend on the symbols' values. */
+bool cv_equal_shapes(Cv *c)
+{
+    Dim a[ONNX_MAX_LIST], b[ONNX_MAX_LIST];
+    int na, nb, ra, rb;
+    if (!shape_entries(c, 0, a, &na, &ra) || !shape_entries(c, 1, b, &nb, &rb))
+        return false;
+    if (na != nb && na != 1 && nb != 1)
+        return cv_invalid(c, "compares shape vectors of %d and %d entries", na, nb);
+    int n = na > nb ? na : nb;
+    double eq[ONNX_MAX_LIST];
+    for (int i = 0; i < n; i++) {
+        bool e = false;
+        if (!dims_equal_known(c, a[na == 1 ? 0 : i], b[nb == 1 ? 0 : i], &e))
+            return false;
+        eq[i] = e;
+    }
+    cv_define_const(c, 0, DT_BOOL, ra > rb ? ra : rb, (int64_t[]){n}, eq);
+    return true;
+}
+
+/* Where with a constant condition choosing between shape vectors is a shape vector. */
+bool cv_where_shapes(Cv *c)
+{
+    int64_t nc;
+    const double *cond = cv_const(c, 0, &nc);
+    if (!cond)
+        return cv_unsupported(c, "choosing between shape vectors by a condition that is not "
+                              "a constant");
+    Dim x[ONNX_MAX_LIST], y[ONNX_MAX_LIST], d[ONNX_MAX_LIST];
+    int nx, ny, rx, ry;
+    if (!shape_entries(c, 1, x, &nx, &rx) || !shape_entries(c, 2, y, &ny, &ry))
+        return false;
+    int64_t n = nc > nx ? nc : nx;
+    n = n > ny ? n : ny;
+    if ((nc != n && nc != 1) || (nx != n && nx != 1) || (ny != n && ny != 1) || n > ONNX_MAX_LIST)
+        return cv_invalid(c, "chooses between shape vectors of %lld, %d and %d entries",
+                          (long long)nc, nx, ny);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = cond[nc == 1 ? 0 : i] != 0 ? x[nx == 1 ? 0 : i] : y[ny == 1 ? 0 : i];
+    cv_define_shape(c, 0, d, (int)n, rx > ry ? rx : ry);
+    return true;
+}
+
 /* ---------------------------------------------------------------- shapes and constants */
 
 bool conv_shape(Cv *c)
 {
-    int x = cv_in(c, 0);
-    if (x < 0)
+    const OnnxValue *sv = cv_shape_value(c, 0); /* a shape vector's own shape is static */
+    int x = sv ? -1 : cv_in(c, 0);
+    if (!sv && x < 0)
         return false;
-    Type t = cv_type(c, x);
+    Type t = sv ? sv->type : cv_type(c, x);
     int64_t from = cv_int(c, "start", 0), to = cv_int(c, "end", t.rank);
     from = from < 0 ? from + t.rank : from, to = to < 0 ? to + t.rank : to;
     from = from < 0 ? 0 : from > t.rank ? t.rank : from;
     to = to < from ? from : to > t.rank ? t.rank : to;
-    bool symbolic = false;
-    double d[COIL_MAX_RANK];
-    for (int64_t i = from; i < to; i++) {
-        symbolic = symbolic || !dim_is_static(t.dim[i]);
-        d[i - from] = (double)t.dim[i].k;
-    }
-    int64_t n = to - from;
-    if (symbolic)
-        cv_define_shape(c, 0, t.dim + from, (int)n, 1);
-    else
-        cv_define_const(c, 0, DT_I64, 1, &n, d);
+    cv_define_shape(c, 0, t.dim + from, (int)(to - from), 1); /* a constant where all static */
     return true;
 }
 
@@ -768,8 +827,24 @@ bool conv_constant_of_shape(Cv *c)
     return true;
 }
 
+/* Range(0, a symbolic dim, 1), torch.arange over a symbolic size: an iota of that size. */
+static bool range_to_dim(Cv *c, const OnnxValue *limit)
+{
+    int64_t n0, n2;
+    const double *start = cv_const(c, 0, &n0), *delta = cv_const(c, 2, &n2);
+    if (!start || !delta || *start != 0 || *delta != 1 || limit->numel != 1)
+        return cv_unsupported(c, "a range to a symbolic limit other than 0, 1, ..., limit - 1");
+    Type t = type_make(onnx_value(c->o, c->node->input[0])->type.dt, 1, (int64_t[]){1});
+    t.dim[0] = limit->sdim[0];
+    c->out[0] = b_iota(cv_b(c), &t, 0);
+    return c->out[0] >= 0;
+}
+
 bool conv_range(Cv *c)
 {
+    const OnnxValue *symbolic_limit = cv_shape_value(c, 1);
+    if (symbolic_limit)
+        return range_to_dim(c, symbolic_limit);
     int64_t n0, n1, n2;
     const double *start = cv_const(c, 0, &n0), *limit = cv_const(c, 1, &n1),
                  *delta = cv_const(c, 2, &n2);

@@ -387,6 +387,54 @@ static void test_symbolic_reshape(void)
     free(k);
 }
 
+/* What torch.onnx writes for x.expand(-1, ...) and torch.arange(batch) on a symbolic batch:
+ * Equal and Where over the shape vector [B, 3] (B never equals -1), the shape vector
+ * reshaped to its own Shape, and Range to B. y[b, j] = x[b, j] + bias[j] + b. */
+static void test_symbolic_expand_and_range(void)
+{
+    static const char *syms[] = {"B"}, *shape_in[] = {"x"}, *eq_in[] = {"s", "minus1"},
+                      *w0_in[] = {"s"}, *s2_in[] = {"s", "w0"}, *where_in[] = {"eq", "ones", "s2"},
+                      *expand_in[] = {"bias", "w"}, *batch_in[] = {"s", "zero"},
+                      *range_in[] = {"zero", "b", "one"}, *unsq_in[] = {"r", "axes1"},
+                      *cast_in[] = {"r1"}, *add_in[] = {"x", "bb"}, *add2_in[] = {"xb", "rf"};
+    static int64_t xdims[2] = {-1, 3}, two[1] = {2}, three[1] = {3}, one_dim[1] = {1},
+                   scalar[1] = {0}, minus1[2] = {-1, -1}, ones[2] = {1, 1}, zero = 0, one = 1,
+                   axes1 = 1, to_float = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    static float bias[3] = {10, 20, 30};
+    const int i64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    Kit *k = calloc(1, sizeof *k);
+    kit_start(k, "expand", 17);
+    kit_input(k, "x", 2, xdims, syms);
+    kit_output(k, "y", 2, xdims, syms);
+    kit_init(k, "minus1", i64, 1, two, minus1, sizeof minus1, IN_RAW);
+    kit_init(k, "ones", i64, 1, two, ones, sizeof ones, IN_RAW);
+    kit_init(k, "zero", i64, 0, scalar, &zero, 8, IN_RAW);
+    kit_init(k, "one", i64, 0, scalar, &one, 8, IN_RAW);
+    kit_init(k, "axes1", i64, 1, one_dim, &axes1, 8, IN_RAW);
+    kit_init(k, "bias", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three, bias, sizeof bias, IN_RAW);
+    kit_node(k, "Shape", "shape", 1, shape_in, "s");
+    kit_node(k, "Equal", "is_minus1", 2, eq_in, "eq");
+    kit_node(k, "Shape", "shape_of_shape", 1, w0_in, "w0"); /* [2]: a constant */
+    kit_node(k, "Reshape", "reshape_shape", 2, s2_in, "s2");
+    kit_node(k, "Where", "expand_to", 3, where_in, "w");
+    kit_node(k, "Expand", "expand", 2, expand_in, "bb");
+    kit_node(k, "Gather", "batch", 2, batch_in, "b");
+    kit_node(k, "Range", "arange", 3, range_in, "r");
+    kit_node(k, "Unsqueeze", "column", 2, unsq_in, "r1");
+    kit_node(k, "Cast", "to_float", 1, cast_in, "rf");
+    kit_attr_ints(k, "to", -1, &to_float);
+    kit_node(k, "Add", "add_bias", 2, add_in, "xb");
+    kit_node(k, "Add", "add_index", 2, add2_in, "y");
+    char path[512];
+    kit_save(k, "expand.onnx", path, sizeof path);
+    float x[12], want[12];
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)i, want[i] = x[i] + bias[i % 3] + (float)(i / 3);
+    coil_tensor in = f32_tensor(2, (int64_t[]){4, 3}, x);
+    check_run(path, &in, want, 12, 0);
+    free(k);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void test_errors(void)
@@ -462,6 +510,7 @@ int main(void)
         test_exported_model(exported_models[i]);
     test_initializers();
     test_symbolic_reshape();
+    test_symbolic_expand_and_range();
     test_errors();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
