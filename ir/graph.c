@@ -25,6 +25,9 @@ void graph_free(Graph *g)
     free(g->input);
     free(g->output);
     free(g->output_name);
+    for (int i = 0; i < g->nblob; i++)
+        blob_release(g->blob[i]);
+    free(g->blob);
     arena_free(g->arena);
     free(g);
 }
@@ -127,6 +130,26 @@ static Attr attr_default(const AttrSpec *spec)
     return a;
 }
 
+/* A constant's elements: small ones copied into the arena, large ones shared (the blob the
+ * given attribute's data lives in, else a new one), the graph holding a reference. */
+static void take_data(Graph *g, const Attr *given, Attr *out)
+{
+    out->blob = NULL;
+    if (given->n < BLOB_MIN) {
+        out->data = arena_memdup(g->arena, given->data, sizeof(double) * (size_t)given->n);
+        return;
+    }
+    const Blob *b = given->blob;
+    if (b && blob_data(b) == given->data)
+        blob_retain(b);
+    else /* new elements, or a copied Attr whose data was replaced */
+        b = blob_new(given->data, given->n);
+    g->blob = grow(g->blob, &g->cap_blob, g->nblob, sizeof *g->blob);
+    g->blob[g->nblob++] = b;
+    out->blob = b;
+    out->data = blob_data(b);
+}
+
 /* Copy a given attribute into the arena, checking it against its spec. */
 static bool attr_take(Builder *b, const OpInfo *op, const AttrSpec *spec, const Attr *given, Attr *out)
 {
@@ -143,7 +166,7 @@ static bool attr_take(Builder *b, const OpInfo *op, const AttrSpec *spec, const 
     if (given->kind == AK_INTS)
         out->ints = arena_memdup(a, given->ints, sizeof(int64_t) * (size_t)given->n);
     if (given->kind == AK_DATA)
-        out->data = arena_memdup(a, given->data, sizeof(double) * (size_t)given->n);
+        take_data(b->g, given, out);
     if (given->kind == AK_STR)
         out->s = arena_strdup(a, given->s);
     return true;

@@ -97,7 +97,18 @@ bool axis_norm(int64_t axis, int rank, int *out);
 
 typedef enum AttrKind { AK_INT, AK_FLOAT, AK_BOOL, AK_INTS, AK_STR, AK_DATA } AttrKind;
 
-/* One attribute value. ints/data point into the graph's arena. */
+/* A large constant's elements (BLOB_MIN or more), shared by every graph that holds them
+ * and never changed (blob.c): passes copy graphs, and weights must not be copied with them.
+ * Each graph holds a reference per use; the last release frees it. */
+typedef struct Blob Blob;
+#define BLOB_MIN 1024
+const Blob *blob_new(const double *data, int64_t n); /* copies data; one reference */
+void blob_retain(const Blob *b);
+void blob_release(const Blob *b);
+const double *blob_data(const Blob *b);
+uint64_t blob_hash(const Blob *b); /* FNV-1a of the elements' bytes, computed once */
+
+/* One attribute value. ints/data point into the graph's arena, or data into a blob. */
 typedef struct Attr {
     const char *name;
     AttrKind kind;
@@ -106,6 +117,7 @@ typedef struct Attr {
     int n;              /* length of ints or data */
     const int64_t *ints;/* AK_INTS */
     const double *data; /* AK_DATA: a constant's elements, row-major, as doubles */
+    const Blob *blob;   /* AK_DATA of BLOB_MIN elements or more: where data lives */
     const char *s;      /* AK_STR */
 } Attr;
 
@@ -238,6 +250,8 @@ struct Graph {
     int noutput, cap_output;
     const char *sym[COIL_MAX_SYMS];
     int nsym;
+    const Blob **blob;      /* the blobs its constants hold, one reference each */
+    int nblob, cap_blob;
 };
 
 Graph *graph_new(const char *name);

@@ -22,8 +22,9 @@ static uint64_t hash_attr(uint64_t h, const Attr *a)
         return fnv1a(h, &a->f, sizeof a->f);
     case AK_INTS:
         return fnv1a(mix_int(h, a->n), a->ints, sizeof(int64_t) * (size_t)a->n);
-    case AK_DATA:
-        return fnv1a(mix_int(h, a->n), a->data, sizeof(double) * (size_t)a->n);
+    case AK_DATA: /* a blob's hash is made once (large constants: model weights) */
+        return a->blob ? mix_int(mix_int(h, a->n), (int64_t)blob_hash(a->blob))
+                       : fnv1a(mix_int(h, a->n), a->data, sizeof(double) * (size_t)a->n);
     case AK_STR:
         return a->s ? fnv1a(h, a->s, strlen(a->s) + 1) : h;
     }
@@ -44,7 +45,8 @@ static bool attr_same(const Attr *a, const Attr *b)
     case AK_INTS:
         return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0);
     case AK_DATA:
-        return a->n == b->n && (a->n == 0 || memcmp(a->data, b->data, sizeof(double) * (size_t)a->n) == 0);
+        return a->n == b->n && (a->n == 0 || a->data == b->data ||
+                                memcmp(a->data, b->data, sizeof(double) * (size_t)a->n) == 0);
     case AK_STR:
         return a->s == b->s || (a->s && b->s && strcmp(a->s, b->s) == 0);
     }
