@@ -339,6 +339,33 @@ const ITensor *onnx_fold(Onnx *o, int id)
 
 /* ---------------------------------------------------------------- the model */
 
+/* The names the importer looks up by, which onnx.proto leaves optional: a file without
+ * one is refused here, in one message, before any of them is used. */
+static bool check_names(Onnx *o, const Onnx__GraphProto *gp)
+{
+    char why[96] = "";
+    for (size_t i = 0; !why[0] && i < gp->n_input; i++)
+        if (!gp->input[i]->name)
+            snprintf(why, sizeof why, "graph input %zu has no name", i);
+    for (size_t i = 0; !why[0] && i < gp->n_output; i++)
+        if (!gp->output[i]->name)
+            snprintf(why, sizeof why, "graph output %zu has no name", i);
+    for (size_t i = 0; !why[0] && i < gp->n_initializer; i++)
+        if (!gp->initializer[i]->name)
+            snprintf(why, sizeof why, "initializer %zu has no name", i);
+    for (size_t i = 0; !why[0] && i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        if (!n->op_type)
+            snprintf(why, sizeof why, "node %zu has no op_type", i);
+        for (size_t j = 0; !why[0] && j < n->n_attribute; j++)
+            if (!n->attribute[j]->name)
+                snprintf(why, sizeof why, "node %zu's attribute %zu has no name", i, j);
+    }
+    if (why[0])
+        err_set(o->e, ERR_INPUT, "%s: %s: not a well-formed ONNX model", o->path, why);
+    return !why[0];
+}
+
 static bool check_opset(Onnx *o, const Onnx__ModelProto *m)
 {
     o->opset = -1;
@@ -798,7 +825,7 @@ Graph *onnx_load(const char *path, const ModelOptions *opt, Err *e)
     if (!m)
         return NULL;
     Onnx o = {.path = path, .e = e};
-    Graph *g = check_opset(&o, m) ? convert_graph(&o, m->graph) : NULL;
+    Graph *g = check_opset(&o, m) && check_names(&o, m->graph) ? convert_graph(&o, m->graph) : NULL;
     values_free(&o);
     onnx__model_proto__free_unpacked(m, NULL);
     return g;

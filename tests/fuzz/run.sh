@@ -5,7 +5,7 @@
 # usage: tests/fuzz/run.sh [SECONDS [NAME|all]]        build into $FUZZ_DIR, run each (60 s)
 #        tests/fuzz/run.sh --test NAME SECONDS BUILD    run BUILD/fuzz_NAME (ctest fuzz/NAME)
 #
-# NAME: coil ir safetensors cache npy package checkpoint tokens graph. FUZZ_DIR defaults to
+# NAME: coil ir safetensors cache npy package checkpoint tokens graph onnx. FUZZ_DIR defaults to
 # build-fuzz/ (clang-19, -DCOIL_FUZZ=ON: the tree `make test-fuzz` makes). The
 # corpus of each is BUILD/fuzz/corpus/NAME, seeded from the repository's files (seed() below)
 # and kept between runs; a finding stops the run and lands in BUILD/fuzz/crashes/NAME-*:
@@ -14,7 +14,7 @@
 # with LLVM too (inputs whose 9th byte has its top bits set; a few executions a second).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-all="coil ir safetensors cache npy package checkpoint tokens graph"
+all="coil ir safetensors cache npy package checkpoint tokens graph onnx"
 
 # The corpus directory of a harness, with the repository's seeds copied in.
 seed() { # name dir
@@ -22,7 +22,7 @@ seed() { # name dir
     mkdir -p "$dir"
     case $name in
     coil) ext=coil ;; ir) ext=cir ;; safetensors) ext=safetensors ;; cache) ext=json ;;
-    npy) ext=npy ;; package) ext=cir ;;
+    npy) ext=npy ;; package) ext=cir ;; onnx) ext=onnx ;;
     esac
     if [ -n "$ext" ]; then
         find "$root/examples" "$root/tests" -name "*.$ext" -type f -not -path '*/Output/*' |
