@@ -89,7 +89,7 @@ WORK=$(mktemp -d)
 CACHE=$WORK/autotune.json
 trap 'rm -rf "$WORK"' EXIT
 
-# The median step_ms of coil's JSON lines after the first 3 steps (all of them when
+# The median step_ms of coil's step lines after the first 3 steps (all of them when
 # there are no more); nothing (and the reason on stderr) when coil train fails.
 coil_round() {
   if "$COIL" train "$PATH_MODEL" "${DIMS[@]}" ${COIL_SETS[@]+"${COIL_SETS[@]}"} \
@@ -97,7 +97,8 @@ coil_round() {
        "${COIL_WHERE[@]}" ${COIL_PRECISION[@]+"${COIL_PRECISION[@]}"} "$@" \
        >"$WORK/coil.out" 2>"$WORK/coil.err"; then
     python3 -c 'import json,statistics,sys
-t=[json.loads(l)["step_ms"] for l in sys.stdin if l.startswith("{")]
+rows=[json.loads(l) for l in sys.stdin if l.startswith("{")]
+t=[r["step_ms"] for r in rows if "step_ms" in r]  # the last line is the run summary
 print(statistics.median(t[3:] or t))' <"$WORK/coil.out"
   else
     echo "train.sh: coil train${*:+ $*} failed (status $?), not measured this round:" >&2

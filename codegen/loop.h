@@ -141,11 +141,31 @@ typedef struct GemmOperand {
     Dim row_stride, col_stride;
 } GemmOperand;
 
+/* A convolution (ir's conv, kept whole on the CPU) as a GEMM whose B is never stored: it
+ * is x read through the im2col windows, B[(n, g), k, o] = x[n, g*cg + c, o_d * stride_d -
+ * pad0_d + t_d * dil_d ...] (0 in the padding), k = (c, t0, t1, t2) row-major over [cg,
+ * k...] and o = (o0, o1, o2) row-major over out[...]. Always three spatial axes: a 1-D or
+ * 2-D conv has leading axes of size 1. The GEMM's batch dims are (N, G): b.buf is x's
+ * buffer, b.offset its first element, b.batch_stride x's per image and per group, and b's
+ * row and column strides those of the dense [K, O] B would be. A is w as [G, M/G, K], C y
+ * as [N, G, M/G, O] (y's NCHW layout). codegen/gemm_conv.c reads one element of B. */
+typedef struct GemmConv {
+    int64_t cg, c_stride;        /* channels per group; x's channel stride */
+    int64_t in[3], k[3], stride[3], dil[3], pad0[3], out[3];
+    int64_t x_stride[3];         /* x's spatial strides */
+} GemmConv;
+
+double gemm_conv_load(const GemmConv *cv, DType dt, const void *x, int64_t off, int64_t k,
+                      int64_t o);
+/* The elements of x below and above off that one batch's B can read (lo <= 0 <= hi). */
+void gemm_conv_reach(const GemmConv *cv, int64_t *lo, int64_t *hi);
+
 typedef struct Gemm {
     int nbatch;
     Dim batch[COIL_MAX_RANK];
     Dim m, n, k;
     GemmOperand a, b, c;
+    const GemmConv *conv; /* NULL, or B is x through a convolution's windows (above) */
     /* The epilogue: -1, or a pointwise kernel consuming C that runs as part of this step,
      * right after the product (it is not a step of its own). When epi_load >= 0 its outer
      * space is exactly [rows, N], rows = the batch dims and M flattened, and it reads C
@@ -167,12 +187,22 @@ typedef struct Gemm {
  * attention whole (passes' decompose_fused) where its head dims are static.
  * Operands as a GEMM's: Q [batch.., Tq, D], K [batch.., Tk, D], V [batch.., Tk, Dv];
  * O is dense [batch.., Tq, Dv]. D and Dv are static. */
+/* Training adds two kinds (ir/ops_attention.c; the CPU runs them, the CUDA pipeline
+ * decomposes them): ATTN_LSE writes each query's log-sum-exp, f32 [batch.., Tq], into o
+ * (its row stride 1; v is K again and dv 0); ATTN_BACKWARD reads also the forward's
+ * output (fo), its gradient (dout) and lse (rows of one), and writes dQ, dK and dV into o
+ * as one dense [3, batch.., T, D]; its o strides are dQ's (the next part at `part`). */
+typedef enum AttentionKind { ATTN_FORWARD, ATTN_LSE, ATTN_BACKWARD } AttentionKind;
+
 typedef struct Attention {
+    AttentionKind kind;
     int nbatch;
     Dim batch[COIL_MAX_RANK];
     Dim tq, tk;
     int64_t d, dv;
     GemmOperand q, k, v, o;
+    GemmOperand fo, dout, lse; /* ATTN_BACKWARD */
+    Dim part;                  /* ATTN_BACKWARD: elements per gradient in o */
     bool causal;
     double scale;
 } Attention;

@@ -520,10 +520,11 @@ static void reach_span(int64_t *lo, int64_t *hi, int64_t n, int64_t stride)
 }
 
 /* Operand `which` at these sizes (nbatch batch dims of extents ext); an error when it
- * reaches outside its buffer. */
-static bool gemm_operand(const Program *p, int step, char which, const GemmOperand *o, int nbatch,
-                         const int64_t *ext, int64_t rows, int64_t cols, void *const *bufs,
-                         const SymBind *sb, Operand *m, Err *e)
+ * reaches outside its buffer (conv: B as the x its windows read, Gemm.conv). */
+static bool gemm_operand_of(const Program *p, int step, char which, const GemmOperand *o,
+                            int nbatch, const int64_t *ext, int64_t rows, int64_t cols,
+                            void *const *bufs, const SymBind *sb, const GemmConv *conv,
+                            Operand *m, Err *e)
 {
     if (o->buf < 0 || o->buf >= p->nbuf) {
         err_set(e, ERR_INPUT, "gemm step %d: operand %c names buffer %d of %d", step, which,
@@ -539,8 +540,14 @@ static bool gemm_operand(const Program *p, int step, char which, const GemmOpera
         empty = empty || ext[d] <= 0;
         reach_span(&lo, &hi, ext[d], m->bs[d]);
     }
-    reach_span(&lo, &hi, rows, m->rs);
-    reach_span(&lo, &hi, cols, m->cs);
+    if (conv) { /* a convolution's B: what its windows reach in x */
+        int64_t below, above;
+        gemm_conv_reach(conv, &below, &above);
+        lo += below, hi += above;
+    } else {
+        reach_span(&lo, &hi, rows, m->rs);
+        reach_span(&lo, &hi, cols, m->cs);
+    }
     if (empty || (lo >= 0 && hi < numel && m->base))
         return true;
     err_set(e, ERR_INPUT, "gemm step %d: operand %c reaches elements %lld..%lld of buffer '%s', "
@@ -549,15 +556,26 @@ static bool gemm_operand(const Program *p, int step, char which, const GemmOpera
     return false;
 }
 
+/* Any operand but a convolution's B. */
+static bool gemm_operand(const Program *p, int step, char which, const GemmOperand *o, int nbatch,
+                         const int64_t *ext, int64_t rows, int64_t cols, void *const *bufs,
+                         const SymBind *sb, Operand *m, Err *e)
+{
+    return gemm_operand_of(p, step, which, o, nbatch, ext, rows, cols, bufs, sb, NULL, m, e);
+}
+
 /* C[:, n0 .. n0 + nb) of one batch: B's columns widened once into `panel` (K x nb), then
  * each row of C accumulated in f64 over k in order; the loop over j vectorises without
  * reordering any sum, so the result is the plain triple loop's. */
-static void gemm_block(const Operand *a, const Operand *b, const Operand *c, const int64_t *off,
-                       int64_t m, int64_t k, int64_t n0, int64_t nb, double *panel, double *row)
+static void gemm_block(const Operand *a, const Operand *b, const Operand *c, const GemmConv *conv,
+                       const int64_t *off, int64_t m, int64_t k, int64_t n0, int64_t nb,
+                       double *panel, double *row)
 {
     for (int64_t x = 0; x < k; x++)
         for (int64_t j = 0; j < nb; j++)
-            panel[x * nb + j] = dtype_load(b->dt, b->base, off[1] + x * b->rs + (n0 + j) * b->cs);
+            panel[x * nb + j] =
+                conv ? gemm_conv_load(conv, b->dt, b->base, off[1], x, n0 + j)
+                     : dtype_load(b->dt, b->base, off[1] + x * b->rs + (n0 + j) * b->cs);
     for (int64_t i = 0; i < m; i++) {
         for (int64_t j = 0; j < nb; j++)
             row[j] = 0;
@@ -585,7 +603,7 @@ static bool eval_gemm(const Program *p, int step, void *const *bufs, const SymBi
         nbt *= ext[d] = dim_value(g->batch[d], sb);
     Operand op[3];
     if (!gemm_operand(p, step, 'A', &g->a, g->nbatch, ext, m, k, bufs, sb, &op[0], e) ||
-        !gemm_operand(p, step, 'B', &g->b, g->nbatch, ext, k, n, bufs, sb, &op[1], e) ||
+        !gemm_operand_of(p, step, 'B', &g->b, g->nbatch, ext, k, n, bufs, sb, g->conv, &op[1], e) ||
         !gemm_operand(p, step, 'C', &g->c, g->nbatch, ext, m, n, bufs, sb, &op[2], e))
         return false;
     if (nbt <= 0 || m <= 0 || n <= 0)
@@ -600,8 +618,8 @@ static bool eval_gemm(const Program *p, int step, void *const *bufs, const SymBi
             rem /= ext[d];
         }
         for (int64_t n0 = 0; n0 < n; n0 += GEMM_NB)
-            gemm_block(&op[0], &op[1], &op[2], off, m, k, n0, n - n0 < GEMM_NB ? n - n0 : GEMM_NB,
-                       panel, row);
+            gemm_block(&op[0], &op[1], &op[2], g->conv, off, m, k, n0,
+                       n - n0 < GEMM_NB ? n - n0 : GEMM_NB, panel, row);
     }
     bool ok = panel && row;
     if (!ok)
@@ -638,6 +656,81 @@ static void attend(const Attention *a, const Operand op[4], const int64_t off[4]
     }
 }
 
+static double op_at(const Operand *o, int64_t off, int64_t r, int64_t c)
+{
+    return dtype_load(o->dt, o->base, off + r * o->rs + c * o->cs);
+}
+
+/* Query i's scaled scores (causal: -inf past it); their log-sum-exp. */
+static double scores_of(const Attention *a, const Operand *op, const int64_t *off, int64_t i,
+                        int64_t tk, double *score)
+{
+    double most = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < tk; j++) {
+        double dot = 0;
+        for (int64_t c = 0; c < a->d; c++)
+            dot += op_at(&op[0], off[0], i, c) * op_at(&op[1], off[1], j, c);
+        score[j] = a->causal && j > i ? -INFINITY : dot * a->scale;
+        most = score[j] > most ? score[j] : most;
+    }
+    for (int64_t j = 0; most > -INFINITY && j < tk; j++)
+        sum += exp(score[j] - most);
+    return most > -INFINITY ? most + log(sum) : -INFINITY;
+}
+
+/* The backward of one batch element, as ir/ops_attention.c defines it, into acc (dQ's
+ * tq x d, then dK's and dV's tk x d), then stored in o's three parts. */
+static void backward_head(const Attention *a, const Operand *op, const int64_t *off,
+                          int64_t tq, int64_t tk, int64_t part, double *score, double *acc)
+{
+    int64_t d = a->d;
+    double *dq = acc, *dk = acc + tq * d, *dv = dk + tk * d;
+    for (int64_t x = 0; x < (tq + 2 * tk) * d; x++)
+        acc[x] = 0;
+    for (int64_t i = 0; i < tq; i++) {
+        double di = 0, lse = op_at(&op[6], off[6], i, 0);
+        for (int64_t c = 0; c < d; c++)
+            di += op_at(&op[5], off[5], i, c) * op_at(&op[4], off[4], i, c);
+        scores_of(a, op, off, i, tk, score);
+        for (int64_t j = 0; j < tk; j++) {
+            double pr = score[j] == -INFINITY ? 0 : exp(score[j] - lse), dp = 0;
+            for (int64_t c = 0; c < d; c++) {
+                double g = op_at(&op[5], off[5], i, c);
+                dp += g * op_at(&op[2], off[2], j, c);
+                dv[j * d + c] += pr * g;
+            }
+            double ds = pr * (dp - di) * a->scale;
+            for (int64_t c = 0; c < d; c++) {
+                dq[i * d + c] += ds * op_at(&op[1], off[1], j, c);
+                dk[j * d + c] += ds * op_at(&op[0], off[0], i, c);
+            }
+        }
+    }
+    const double *src[3] = {dq, dk, dv};
+    const int64_t rows[3] = {tq, tk, tk};
+    for (int w = 0; w < 3; w++)
+        for (int64_t r = 0; r < rows[w]; r++)
+            for (int64_t c = 0; c < d; c++)
+                dtype_store(op[3].dt, op[3].base, off[3] + w * part + r * op[3].rs + c * op[3].cs,
+                            src[w][r * d + c]);
+}
+
+static void attend_batch(const Attention *a, const Operand *op, const int64_t *off, int64_t tq,
+                         int64_t tk, int64_t part, double *score, double *acc)
+{
+    if (a->kind == ATTN_BACKWARD) {
+        backward_head(a, op, off, tq, tk, part, score, acc);
+        return;
+    }
+    for (int64_t i = 0; i < tq; i++) {
+        if (a->kind == ATTN_LSE)
+            dtype_store(op[3].dt, op[3].base, off[3] + i * op[3].rs,
+                        scores_of(a, op, off, i, tk, score));
+        else
+            attend(a, op, off, i, tk, score);
+    }
+}
+
 static bool eval_attention(const Program *p, int step, void *const *bufs, const SymBind *sb,
                            Err *e)
 {
@@ -645,28 +738,37 @@ static bool eval_attention(const Program *p, int step, void *const *bufs, const 
     int64_t ext[COIL_MAX_RANK], nbt = 1, tq = dim_value(a->tq, sb), tk = dim_value(a->tk, sb);
     for (int d = 0; d < a->nbatch; d++)
         nbt *= ext[d] = dim_value(a->batch[d], sb);
-    Operand op[4];
-    if (!gemm_operand(p, step, 'Q', &a->q, a->nbatch, ext, tq, a->d, bufs, sb, &op[0], e) ||
-        !gemm_operand(p, step, 'K', &a->k, a->nbatch, ext, tk, a->d, bufs, sb, &op[1], e) ||
-        !gemm_operand(p, step, 'V', &a->v, a->nbatch, ext, tk, a->dv, bufs, sb, &op[2], e) ||
-        !gemm_operand(p, step, 'O', &a->o, a->nbatch, ext, tq, a->dv, bufs, sb, &op[3], e))
-        return false;
+    bool back = a->kind == ATTN_BACKWARD;
+    int nop = back ? 7 : 4;
+    int64_t part = back ? dim_value(a->part, sb) : 0;
+    const GemmOperand *go[7] = {&a->q, &a->k, &a->v, &a->o, &a->fo, &a->dout, &a->lse};
+    const int64_t rows[7] = {tq, tk, tk, back ? 3 * tq : tq, tq, tq, tq};
+    const int64_t cols[7] = {a->d, a->d, a->dv, a->kind == ATTN_LSE ? 1 : a->dv, a->dv, a->dv, 1};
+    Operand op[7];
+    for (int i = 0; i < nop; i++)
+        if (!gemm_operand(p, step, "QKVOFGL"[i], go[i], a->nbatch, ext, rows[i], cols[i], bufs, sb,
+                          &op[i], e))
+            return false;
     double *score = malloc(((size_t)(tk > 0 ? tk : 1)) * sizeof *score);
-    for (int64_t bi = 0; score && bi < nbt; bi++) {
-        int64_t off[4] = {op[0].off, op[1].off, op[2].off, op[3].off}, rem = bi;
+    double *acc = back ? malloc((size_t)((tq + 2 * tk) * a->d + 1) * sizeof *acc) : NULL;
+    bool ok = score && (acc || !back);
+    for (int64_t bi = 0; ok && bi < nbt; bi++) {
+        int64_t off[7], rem = bi;
+        for (int o = 0; o < nop; o++)
+            off[o] = op[o].off;
         for (int d = a->nbatch - 1; d >= 0; d--) {
-            for (int o = 0; o < 4; o++)
+            for (int o = 0; o < nop; o++)
                 off[o] += rem % ext[d] * op[o].bs[d];
             rem /= ext[d];
         }
-        for (int64_t i = 0; i < tq; i++)
-            attend(a, op, off, i, tk, score);
+        attend_batch(a, op, off, tq, tk, part, score, acc);
     }
-    if (!score)
+    if (!ok)
         err_set(e, ERR_MEMORY, "attention step %d: out of memory for %lld scores", step,
                 (long long)tk);
     free(score);
-    return score != NULL;
+    free(acc);
+    return ok;
 }
 
 /* ---------------------------------------------------------------- programs */

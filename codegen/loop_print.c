@@ -13,6 +13,8 @@
  *       b: buf2 offset 0 batch_stride [0] row_stride 1 col_stride 16
  *       c: buf3 offset 0 batch_stride [B*32] row_stride 32 col_stride 1
  *       epilogue k2_relu load %e3 c_live            (c_live only when set)
+ *     (a conv's GEMM adds, after b: "b im2col: cg C/G channel_stride S in [..] k [..]
+ *      stride [..] dilation [..] pad [..] out [..] x_stride [..]", three spatial axes)
  *
  *     kernel k0_add (group 0) outer [v0 < B, v1 < 16] inner [v2 < 32] {
  *       %e0 = var v0 : i64
@@ -163,6 +165,22 @@ static void put_operand(FILE *f, const Graph *g, char name, const GemmOperand *o
     fputs("\n", f);
 }
 
+/* "    b im2col: cg 4 channel_stride 81 in [1, 9, 9] k [1, 3, 3] ..." (three axes). */
+static void put_conv(FILE *f, const GemmConv *cv)
+{
+    const struct {
+        const char *name;
+        const int64_t *v;
+    } lists[] = {{"in", cv->in}, {"k", cv->k}, {"stride", cv->stride}, {"dilation", cv->dil},
+                 {"pad", cv->pad0}, {"out", cv->out}, {"x_stride", cv->x_stride}};
+    fprintf(f, "    b im2col: cg %lld channel_stride %lld", (long long)cv->cg,
+            (long long)cv->c_stride);
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+        fprintf(f, " %s [%lld, %lld, %lld]", lists[i].name, (long long)lists[i].v[0],
+                (long long)lists[i].v[1], (long long)lists[i].v[2]);
+    fputs("\n", f);
+}
+
 static void put_gemm(FILE *f, const Program *p, const Gemm *gm)
 {
     const Graph *g = p->graph;
@@ -181,6 +199,8 @@ static void put_gemm(FILE *f, const Program *p, const Gemm *gm)
     fputs("\n", f);
     put_operand(f, g, 'a', &gm->a, nbatch);
     put_operand(f, g, 'b', &gm->b, nbatch);
+    if (gm->conv) /* b is x read through a convolution's windows */
+        put_conv(f, gm->conv);
     put_operand(f, g, 'c', &gm->c, nbatch);
     if (gm->epilogue < 0)
         return;
@@ -193,7 +213,8 @@ static void put_attention(FILE *f, const Program *p, const Attention *a)
 {
     const Graph *g = p->graph;
     int nbatch = a->nbatch < 0 ? 0 : a->nbatch > COIL_MAX_RANK ? COIL_MAX_RANK : a->nbatch;
-    fputs("attention batch [", f);
+    static const char *const kind[] = {"attention", "attention_lse", "attention_grad"};
+    fprintf(f, "%s batch [", kind[a->kind]);
     for (int d = 0; d < nbatch; d++) {
         fputs(d ? ", " : "", f);
         put_dim(f, g, a->batch[d]);
@@ -209,6 +230,11 @@ static void put_attention(FILE *f, const Program *p, const Attention *a)
     put_operand(f, g, 'k', &a->k, nbatch);
     put_operand(f, g, 'v', &a->v, nbatch);
     put_operand(f, g, 'o', &a->o, nbatch);
+    if (a->kind == ATTN_BACKWARD) {
+        put_operand(f, g, 'O', &a->fo, nbatch);
+        put_operand(f, g, 'g', &a->dout, nbatch);
+        put_operand(f, g, 'l', &a->lse, nbatch);
+    }
 }
 
 static void put_step(FILE *f, const Program *p, int s)

@@ -538,8 +538,9 @@ static void lifetimes(Lower *L)
             continue;
         }
         if (st->kind == STEP_ATTENTION) {
-            const GemmOperand *ops[4] = {&st->attn.q, &st->attn.k, &st->attn.v, &st->attn.o};
-            for (int i = 0; i < 4; i++)
+            const Attention *a = &st->attn;
+            const GemmOperand *ops[7] = {&a->q, &a->k, &a->v, &a->o, &a->fo, &a->dout, &a->lse};
+            for (int i = 0; i < (a->kind == ATTN_BACKWARD ? 7 : 4); i++)
                 touch(p, ops[i]->buf, s);
             continue;
         }

@@ -4,6 +4,7 @@
  * C dense; batch dims fold into M when B is shared across them (x[B,T,C] @ W is one
  * GEMM with M = B*T). */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "codegen/lower_int.h"
@@ -130,7 +131,8 @@ bool lower_gemm(Lower *L, int grp, Gemm *out)
 {
     int m = group_node(L, grp);
     Gen G;
-    bool ok = m >= 0 && values_init(&G, L, grp) && fill(&G, m, out);
+    bool ok = m >= 0 && values_init(&G, L, grp) &&
+              (L->g->node[m].op == OP_CONV ? lower_conv_fill(&G, m, out) : fill(&G, m, out));
     if (m >= 0)
         values_free(&G);
     if (ok && (out->c.buf = L->node_buf[m] = new_c(L, m)) >= 0)
@@ -179,38 +181,75 @@ int lower_contraction(Lower *L, int grp, KernelCtx *ctx)
     return lower_place(L, &k, ctx);
 }
 
-/* Attention kept whole (decompose_fused): Q, K, V read through their views as strides, as a
- * GEMM's operands are; O dense. Loop variables: the batch dims, then i (queries), j (keys),
- * c (Q and K's features), c' (V's). */
+/* o's batch strides for a dense [batch.., rows, cols] laid out in order; the elements in
+ * all, or false when they overflow. */
+static bool dense_batches(GemmOperand *o, const Dim *batch, int nb, Dim rows, Dim cols, Dim *total)
+{
+    Dim stride = dim_static(1);
+    bool ok = dim_times(stride, cols, &stride) && dim_times(stride, rows, &stride);
+    for (int d = nb - 1; ok && d >= 0; d--) {
+        o->batch_stride[d] = stride;
+        ok = dim_times(stride, batch[d], &stride);
+    }
+    *total = stride;
+    return ok;
+}
+
+/* Which operands an attention step of each kind reads: operand j of the node, its row
+ * variable (0 queries, 1 keys) and column variable (2 Q's and K's features, 3 V's). */
+typedef struct AttnOperand {
+    int row, col;
+    size_t field; /* offsetof the GemmOperand in Attention */
+} AttnOperand;
+
+static const AttnOperand attn_operands[] = {
+    {0, 2, offsetof(Attention, q)},  {1, 2, offsetof(Attention, k)},
+    {1, 3, offsetof(Attention, v)},  {0, 3, offsetof(Attention, fo)},
+    {0, 3, offsetof(Attention, dout)}, {0, -1, offsetof(Attention, lse)},
+};
+
+/* Attention kept whole (decompose_fused), or one of its training ops: Q, K, V (and the
+ * backward's O, dO and lse) read through their views as strides, as a GEMM's operands
+ * are; the result dense. Loop variables: the batch dims, then i (queries), j (keys), c
+ * (Q and K's features), c' (V's). `r` is the result seen as attention's [batch.., Tq, Dv]
+ * (lse's gets a column of 1, the backward's loses its leading 3). */
 bool lower_attention(Lower *L, int grp, Attention *out)
 {
     int m = group_node(L, grp);
     const Node *n = &L->g->node[m];
-    const Type *o = &n->type, *tq = &L->g->node[n->in[0]].type, *tk = &L->g->node[n->in[1]].type,
-               *tv = &L->g->node[n->in[2]].type;
-    int nb = o->rank - 2, nvar = nb + 4, var[COIL_MAX_RANK + 4], idx[COIL_MAX_RANK], buf;
+    const Type *tq = &L->g->node[n->in[0]].type, *tk = &L->g->node[n->in[1]].type;
+    const Type *tv = &L->g->node[n->in[n->op == OP_ATTENTION_LSE ? 1 : 2]].type;
+    Type r = n->type;
+    memset(out, 0, sizeof *out);
+    out->kind = n->op == OP_ATTENTION_LSE    ? ATTN_LSE
+                : n->op == OP_ATTENTION_GRAD ? ATTN_BACKWARD
+                                             : ATTN_FORWARD;
+    if (out->kind == ATTN_LSE)
+        r.dim[r.rank++] = dim_static(1);
+    if (out->kind == ATTN_BACKWARD)
+        memmove(r.dim, r.dim + 1, (size_t)--r.rank * sizeof *r.dim);
+    int nb = r.rank - 2, nvar = nb + 4, var[COIL_MAX_RANK + 4], idx[COIL_MAX_RANK], buf;
     Dim coef[COIL_MAX_RANK + 4], offset;
     Gen G;
-    memset(out, 0, sizeof *out);
     bool ok = values_init(&G, L, grp);
     for (int d = 0; ok && d < nb; d++)
-        var[d] = lx_var(&G.kb, d, o->dim[d]);
+        var[d] = lx_var(&G.kb, d, r.dim[d]);
     const Dim ext[4] = {tq->dim[tq->rank - 2], tk->dim[tk->rank - 2], tq->dim[tq->rank - 1],
                         tv->dim[tv->rank - 1]};
     for (int d = 0; ok && d < 4; d++)
         var[nb + d] = lx_var(&G.kb, nb + d, ext[d]);
-    const struct {
-        const Type *t;
-        int row, col;
-        GemmOperand *op;
-    } operand[3] = {{tq, 0, 2, &out->q}, {tk, 1, 2, &out->k}, {tv, 1, 3, &out->v}};
-    for (int j = 0; ok && j < 3; j++) {
-        operand_index(&G, operand[j].t, o, var, var[nb + operand[j].row], var[nb + operand[j].col],
-                      idx);
+    for (int j = 0; ok && j < n->nin; j++) {
+        const AttnOperand *a = &attn_operands[j];
+        const Type *t = &L->g->node[n->in[j]].type;
+        if (a->col < 0) { /* lse: the batch dims and the query */
+            memcpy(idx, var, (size_t)nb * sizeof *var);
+            idx[nb] = var[nb];
+        } else
+            operand_index(&G, t, &r, var, var[nb + a->row], var[nb + a->col], idx);
         ok = operand_strides(&G, m, j, idx, nvar, &buf, coef, &offset);
         if (ok)
-            set_operand(operand[j].op, buf, coef, offset, nb, nb + operand[j].row,
-                        nb + operand[j].col);
+            set_operand((GemmOperand *)((char *)out + a->field), buf, coef, offset, nb,
+                        nb + a->row, nb + (a->col < 0 ? 3 : a->col));
     }
     values_free(&G);
     if (!ok) {
@@ -218,20 +257,19 @@ bool lower_attention(Lower *L, int grp, Attention *out)
             err_set(L->e, ERR_MEMORY, "lowering: out of memory lowering an attention");
         return false;
     }
+    if (out->kind == ATTN_LSE)
+        out->v = out->k;
     out->nbatch = nb;
-    memcpy(out->batch, o->dim, (size_t)nb * sizeof *o->dim);
-    out->tq = ext[0], out->tk = ext[1], out->d = ext[2].k, out->dv = ext[3].k;
+    memcpy(out->batch, r.dim, (size_t)nb * sizeof *r.dim);
+    out->tq = ext[0], out->tk = ext[1], out->d = ext[2].k;
+    out->dv = out->kind == ATTN_LSE ? 0 : ext[3].k;
     out->causal = node_int(n, "causal") != 0;
     out->scale = node_float(n, "scale") != 0 ? node_float(n, "scale") : 1.0 / sqrt((double)out->d);
-    Dim stride = dim_static(1);
-    out->o.col_stride = stride;
-    out->o.row_stride = dim_static(out->dv);
-    dim_times(stride, dim_static(out->dv), &stride);
-    for (int d = nb; d >= 0; d--) {
-        dim_times(stride, o->dim[d], &stride);
-        if (d > 0)
-            out->o.batch_stride[d - 1] = stride;
-    }
+    Dim cols = out->kind == ATTN_LSE ? dim_static(1) : dim_static(out->dv);
+    out->o.col_stride = out->kind == ATTN_LSE ? dim_static(0) : dim_static(1);
+    out->o.row_stride = cols;
+    if (!dense_batches(&out->o, r.dim, nb, out->tq, cols, &out->part))
+        return too_large(L, m);
     if ((out->o.buf = L->node_buf[m] = new_c(L, m)) >= 0)
         L->buf_holds[out->o.buf] = m;
     return out->o.buf >= 0;

@@ -100,6 +100,8 @@ int lower_place(Lower *L, Kernel *k, const KernelCtx *ctx);
 /* lower_gemm.c: matmul group grp as a GEMM step (epilogue left for the caller), or, for
  * integer dtypes, as a kernel (an index, or -1). */
 bool lower_gemm(Lower *L, int grp, Gemm *out);
+/* lower_conv.c: a conv node's GEMM (w times x through its windows, Gemm.conv). */
+bool lower_conv_fill(Gen *G, int m, Gemm *gm);
 int lower_contraction(Lower *L, int grp, KernelCtx *ctx);
 /* lower_gemm.c: an attention group as its step. */
 bool lower_attention(Lower *L, int grp, Attention *out);

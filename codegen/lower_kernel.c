@@ -36,6 +36,22 @@ static void own_vars(Gen *G, Kernel *k, const Type *s, const int *dims, int n)
     }
 }
 
+/* A conv GEMM's epilogue over y[N, M, s...]: rows N*M and columns the output positions,
+ * the GEMM's own [rows, N], so its tiles can run it (codegen/lower_conv.c). */
+static bool conv_epilogue_space(Gen *G, Kernel *k, const FuseGroup *grp)
+{
+    int n, dims[COIL_MAX_RANK];
+    const int *member = grp->kind == FUSE_POINTWISE && grp->gemm >= 0
+                            ? lower_members(G->L, grp->gemm, &n) : NULL;
+    const Node *conv = member && n > 0 ? &G->L->g->node[member[0]] : NULL;
+    if (!conv || conv->op != OP_CONV || !type_same_shape(&conv->type, &grp->space))
+        return false;
+    for (int d = 0; d < grp->space.rank; d++)
+        dims[d] = d;
+    return flatten(G, k, &grp->space, dims, 2) &&
+           flatten(G, k, &grp->space, dims + 2, grp->space.rank - 2);
+}
+
 /* Outer variables: a row group's kept dims flattened into one (rows); a pointwise
  * group's dims but the last flattened (rows), the last its own (columns, the vector
  * loop). Inner variables: one per reduced dim, in order. */
@@ -43,6 +59,8 @@ static void setup_space(Gen *G, Kernel *k, const FuseGroup *grp)
 {
     const Type *s = &grp->space;
     unsigned inner = grp->kind == FUSE_ROW ? grp->inner : 0;
+    if (conv_epilogue_space(G, k, grp))
+        return;
     int kept[COIL_MAX_RANK], nk = 0, reduced[COIL_MAX_RANK], nr = 0;
     for (int d = 0; d < s->rank; d++) {
         if (inner >> d & 1)

@@ -1,7 +1,7 @@
-/* onnx_conv.c — ONNX's convolutions and pools, decomposed for now onto coil's existing ops:
- * the input padded (concat), its sliding windows gathered (im2col: one gather of constant
- * indices per spatial axis), then a matmul (Conv), a reduction (MaxPool, AveragePool,
- * LpPool), or a convolution of the zero-upsampled input (ConvTranspose). */
+/* onnx_conv.c — ONNX's convolutions and pools: Conv as the IR's conv op, ConvTranspose as
+ * a conv of the zero-upsampled input; the pools decomposed onto coil's existing ops (the
+ * input padded by concat, its sliding windows gathered, one gather of constant indices per
+ * spatial axis, then a reduction: MaxPool, AveragePool, LpPool). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,53 +135,18 @@ static int windows(Cv *c, int x, const Window *w, double pad_value)
     return x;
 }
 
-/* Windows [N, C, o1, k1, ...] reordered to [N, o1.., C, k1..] and merged: [N, O, C*K]
- * (groups: [N, G, O, C/G*K]). */
-static int columns(Cv *c, int win, const Window *w, int64_t channels, int64_t groups)
-{
-    Type t = cv_type(c, win);
-    int64_t perm[COIL_MAX_RANK], o = 1, k = 1;
-    int r = 0;
-    perm[r++] = 0;
-    for (int i = 0; i < w->n; i++)
-        perm[r++] = 2 + 2 * i, o *= w->out[i];
-    perm[r++] = 1;
-    for (int i = 0; i < w->n; i++)
-        perm[r++] = 3 + 2 * i, k *= w->k[i];
-    int cols = b_transpose(cv_b(c), win, t.rank, perm);
-    int64_t per_group = channels / groups * k;
-    if (groups == 1)
-        return cv_reshape(c, cols, 3, (Dim[]){t.dim[0], dim_static(o), dim_static(per_group)});
-    cols = cv_reshape(c, cols, 4, (Dim[]){t.dim[0], dim_static(o), dim_static(groups), dim_static(per_group)});
-    return b_transpose(cv_b(c), cols, 4, (int64_t[]){0, 2, 1, 3});
-}
-
-/* The convolution of x (already padded as w says) by weight[M, C/G, k...]: im2col, one
- * matmul (batched over groups), the result [N, M, o...], plus the bias. */
+/* The convolution of x by weight[M, C/G, k...] with w's strides, dilations and pads (the
+ * IR's conv op), plus the bias. */
 static int convolve(Cv *c, int x, int weight, int bias, const Window *w, int64_t groups)
 {
-    Type xt = cv_type(c, x), wt = cv_type(c, weight);
-    int64_t channels = xt.dim[1].k, m = wt.dim[0].k, k = 1;
+    int64_t pads[2 * MAX_SPATIAL];
     for (int i = 0; i < w->n; i++)
-        k *= w->k[i];
-    int cols = columns(c, windows(c, x, w, 0), w, channels, groups);
-    int64_t mg = m / groups, per_group = channels / groups * k;
-    int y;
-    if (groups == 1) { /* [N, O, C*K] x [C*K, M] */
-        int wm = cv_reshape(c, weight, 2, (Dim[]){dim_static(m), dim_static(per_group)});
-        y = b_matmul(cv_b(c), cols, b_transpose(cv_b(c), wm, 2, (int64_t[]){1, 0}));
-        y = b_transpose(cv_b(c), y, 3, (int64_t[]){0, 2, 1}); /* [N, M, O] */
-    } else { /* [N, G, O, Cg*K] x [G, Cg*K, Mg] */
-        int wm = cv_reshape(c, weight, 3, (Dim[]){dim_static(groups), dim_static(mg), dim_static(per_group)});
-        y = b_matmul(cv_b(c), cols, b_transpose(cv_b(c), wm, 3, (int64_t[]){0, 2, 1}));
-        y = b_transpose(cv_b(c), y, 4, (int64_t[]){0, 1, 3, 2}); /* [N, G, Mg, O] */
-    }
-    Dim d[COIL_MAX_RANK] = {xt.dim[0], dim_static(m)};
-    for (int i = 0; i < w->n; i++)
-        d[2 + i] = dim_static(w->out[i]);
-    y = cv_reshape(c, y, 2 + w->n, d);
+        pads[i] = w->pad0[i], pads[w->n + i] = w->pad1[i] + w->extra[i];
+    Attr a[4] = {attr_ints("stride", w->n, w->stride), attr_ints("padding", 2 * w->n, pads),
+                 attr_ints("dilation", w->n, w->dil), attr_int("groups", groups)};
+    int y = b_op(cv_b(c), OP_CONV, (int[]){x, weight}, 2, a, 4, NULL);
     if (bias >= 0) {
-        Dim bd[COIL_MAX_RANK] = {dim_static(m)};
+        Dim bd[COIL_MAX_RANK] = {dim_static(cv_type(c, weight).dim[0].k)};
         for (int i = 0; i < w->n; i++)
             bd[1 + i] = dim_static(1);
         y = cv_bin(c, OP_ADD, y, cv_reshape(c, bias, 1 + w->n, bd));

@@ -160,6 +160,9 @@ typedef enum OpCode {
     /* composites (each has a decomposition into the ops above) */
     OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LAYER_NORM, OP_RMS_NORM, OP_DROPOUT,
     OP_CROSS_ENTROPY, OP_ATTENTION,
+    OP_CONV, /* composite too: im2col + matmul where a backend has no conv step */
+    /* attention's training ops (composites: decomposed where no fused kernel runs them) */
+    OP_ATTENTION_LSE, OP_ATTENTION_GRAD,
     OP_COUNT
 } OpCode;
 
@@ -221,6 +224,15 @@ typedef struct OpInfo {
 
 extern const OpInfo op_info[OP_COUNT];
 int op_lookup(const char *name, size_t n); /* OpCode or -1 */
+/* Whether attention node n's gradient can be its fused backward (attention_lse and
+ * attention_grad, ir/ops_attention.c): static head dims D == Dv, as many keys as queries,
+ * q, k and v of the result's batch dims (none broadcast). Else autodiff decomposes it. */
+bool attention_grad_fusable(const Graph *g, const Node *n);
+/* Attention and its training ops: each one fused step where a backend keeps them whole. */
+static inline bool is_attention_op(int op)
+{
+    return op == OP_ATTENTION || op == OP_ATTENTION_LSE || op == OP_ATTENTION_GRAD;
+}
 /* How many operands op takes, as text: "2", "1 to 3", "1 or more". Returns buf. */
 const char *op_arity(const OpInfo *op, char *buf, size_t size);
 

@@ -78,6 +78,24 @@ bool broadcast_dims(int ra, const Dim *a, int rb, const Dim *b, Dim *out, int *r
  * `batch` of out reads, broadcasting the leading dims. */
 void batch_offsets(const ITensor *out, int64_t batch, const ITensor *in, int nin, int64_t *off);
 
+/* ops_conv.c: convolution x[N, C, s...] by w[M, C/groups, k...], 1 to 3 spatial axes. Its
+ * geometry, resolved from the operand types and the attributes (every list per axis), is
+ * what the decomposition, the gradients and a backend's conv step read. */
+enum { CONV_MAX_AXES = 3 };
+typedef struct ConvGeom {
+    int n;                  /* spatial axes */
+    int64_t c, m, cg, groups; /* x's channels, w's output channels, channels per group */
+    int64_t in[CONV_MAX_AXES], k[CONV_MAX_AXES], stride[CONV_MAX_AXES], dil[CONV_MAX_AXES];
+    int64_t pad0[CONV_MAX_AXES], pad1[CONV_MAX_AXES], out[CONV_MAX_AXES];
+} ConvGeom;
+bool conv_geometry(const Graph *g, const Node *n, const Type *x, const Type *w, ConvGeom *c,
+                   Err *e);
+bool infer_conv(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_conv(const Node *n, const ITensor *in, ITensor *out, Err *e);
+double flops_conv(const Node *n, const ITensor *in, const ITensor *out);
+int dec_conv(Builder *b, const Node *n, const int *in);
+bool grad_conv(Builder *b, const Node *n, const int *in, int out, int g, int *din);
+
 /* ops_nn.c: the composites, their reference evaluation and decompositions */
 bool infer_softmax(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 bool infer_layer_norm(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
@@ -105,6 +123,23 @@ int dec_rms_norm(Builder *b, const Node *n, const int *in);
 int dec_dropout(Builder *b, const Node *n, const int *in);
 int dec_cross_entropy(Builder *b, const Node *n, const int *in);
 int dec_attention(Builder *b, const Node *n, const int *in);
+/* Attention's scale (the attribute, else 1/sqrt(head_dim)); as a value (run time when D is
+ * symbolic); q k^T * scale, masked when causal: shared with ops_attention.c. */
+double attention_scale(const Node *n, int64_t head_dim);
+int attention_scale_value(Builder *b, const Node *n, int q);
+int attention_scores(Builder *b, const Node *n, int q, int k);
+
+/* ops_attention.c: attention's training ops (its log-sum-exp, its fused backward) and the
+ * gradient rule of attention that builds them */
+bool infer_attention_lse(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_attention_grad(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool eval_attention_lse(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_attention_grad(const Node *n, const ITensor *in, ITensor *out, Err *e);
+double flops_attention_lse(const Node *n, const ITensor *in, const ITensor *out);
+double flops_attention_grad(const Node *n, const ITensor *in, const ITensor *out);
+int dec_attention_lse(Builder *b, const Node *n, const int *in);
+int dec_attention_grad(Builder *b, const Node *n, const int *in);
+bool grad_attention(Builder *b, const Node *n, const int *in, int out, int g, int *din);
 
 /* grad.c: the gradient rules (GradFn), and g summed back to a broadcast operand's type. */
 #define GRAD(name) bool grad_##name(Builder *b, const Node *n, const int *in, int out, int g, int *din);

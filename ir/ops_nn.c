@@ -349,7 +349,7 @@ bool eval_cross_entropy(const Node *n, const ITensor *in, ITensor *out, Err *e)
     return true;
 }
 
-static double attention_scale(const Node *n, int64_t head_dim)
+double attention_scale(const Node *n, int64_t head_dim)
 {
     double scale = node_float(n, "scale");
     return scale != 0 ? scale : 1.0 / sqrt((double)head_dim);
@@ -557,7 +557,7 @@ int dec_cross_entropy(Builder *b, const Node *n, const int *in)
 
 /* The scale as a constant when given or when D is static; else rsqrt(sum of D ones),
  * computed at run time. */
-static int scale_value(Builder *b, const Node *n, int q)
+int attention_scale_value(Builder *b, const Node *n, int q)
 {
     Type t;
     if (!type_of(b, q, &t))
@@ -580,20 +580,24 @@ static int causal_mask(Builder *b, int scores)
     return b_where(b, hidden, b_scalar(b, -INFINITY, t.dt), scores);
 }
 
+/* q k^T * scale, masked when causal (attention's training ops decompose through it too). */
+int attention_scores(Builder *b, const Node *n, int q, int k)
+{
+    Type kt;
+    if (!type_of(b, k, &kt))
+        return -1;
+    int64_t perm[COIL_MAX_RANK];
+    for (int i = 0; i < kt.rank; i++)
+        perm[i] = i;
+    perm[kt.rank - 2] = kt.rank - 1;
+    perm[kt.rank - 1] = kt.rank - 2;
+    int scores = b_matmul(b, q, b_transpose(b, k, kt.rank, perm));
+    scores = b_binary(b, OP_MUL, scores, attention_scale_value(b, n, q));
+    return node_int(n, "causal") ? causal_mask(b, scores) : scores;
+}
+
 /* softmax(q k^T * scale [masked]) v. */
 int dec_attention(Builder *b, const Node *n, const int *in)
 {
-    Type k;
-    if (!type_of(b, in[1], &k))
-        return -1;
-    int64_t perm[COIL_MAX_RANK];
-    for (int i = 0; i < k.rank; i++)
-        perm[i] = i;
-    perm[k.rank - 2] = k.rank - 1;
-    perm[k.rank - 1] = k.rank - 2;
-    int scores = b_matmul(b, in[0], b_transpose(b, in[1], k.rank, perm));
-    scores = b_binary(b, OP_MUL, scores, scale_value(b, n, in[0]));
-    if (node_int(n, "causal"))
-        scores = causal_mask(b, scores);
-    return b_matmul(b, softmax_parts(b, scores, -1, false), in[2]);
+    return b_matmul(b, softmax_parts(b, attention_scores(b, n, in[0], in[1]), -1, false), in[2]);
 }

@@ -29,6 +29,8 @@ static const AttrSpec a_dropout[] = {{"p", AK_FLOAT, true, 0}, {"seed", AK_INT, 
 static const AttrSpec a_bound[] = {{"bound", AK_INT, true, 0}};
 static const AttrSpec a_cross_entropy[] = {{"reduction", AK_STR, false, 0}};
 static const AttrSpec a_attention[] = {{"causal", AK_BOOL, false, 0}, {"scale", AK_FLOAT, false, 0}};
+static const AttrSpec a_conv[] = {{"stride", AK_INTS, false, 0}, {"padding", AK_INTS, false, 0},
+                                  {"dilation", AK_INTS, false, 0}, {"groups", AK_INT, false, 1}};
 
 #define LEAF(nm, infer, eval, attrs) \
     {nm, 0, 0, OPF_LEAF | OPF_TYPED, attrs, infer, eval, flops_zero, NULL, NULL, NULL, NULL}
@@ -122,8 +124,16 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_CROSS_ENTROPY] = COMPOSITE("cross_entropy", 2, 2, 0, SPECS(a_cross_entropy),
                                    infer_cross_entropy, eval_cross_entropy, flops_cross_entropy,
                                    dec_cross_entropy),
-    [OP_ATTENTION] = COMPOSITE("attention", 3, 3, 0, SPECS(a_attention), infer_attention,
-                               eval_attention, flops_attention, dec_attention),
+    [OP_ATTENTION] = {"attention", 3, 3, OPF_COMPOSITE, SPECS(a_attention), infer_attention,
+                      eval_attention, flops_attention, NULL, NULL, dec_attention, grad_attention},
+    [OP_CONV] = {"conv", 2, 2, OPF_COMPOSITE, SPECS(a_conv), infer_conv, eval_conv, flops_conv,
+                 NULL, NULL, dec_conv, grad_conv},
+    [OP_ATTENTION_LSE] = COMPOSITE("attention_lse", 2, 2, 0, SPECS(a_attention),
+                                   infer_attention_lse, eval_attention_lse, flops_attention_lse,
+                                   dec_attention_lse),
+    [OP_ATTENTION_GRAD] = COMPOSITE("attention_grad", 6, 6, 0, SPECS(a_attention),
+                                    infer_attention_grad, eval_attention_grad,
+                                    flops_attention_grad, dec_attention_grad),
 };
 
 int op_lookup(const char *name, size_t n)

@@ -1,6 +1,7 @@
 /* autodiff.c — reverse-mode differentiation: the joint forward-and-backward graph of a
- * scalar loss. Composites are decomposed first, so only the primitives' rules (the op
- * table's grad column, ir/grad.c) are needed. The forward is copied as it is; then, from
+ * scalar loss. Composites are decomposed first, but those with a rule of their own (conv),
+ * so only the primitives' rules and theirs (the op table's grad column, ir/grad.c,
+ * ir/ops_conv.c) are needed. The forward is copied as it is; then, from
  * the loss down, each node that depends on a parameter and has a gradient hands it to its
  * operands through its rule, contributions to one value summed. The result has the
  * forward's outputs, then `grad.<param>` for every parameter in graph_params order (zeros
@@ -94,7 +95,7 @@ static bool add_grad_outputs(Graph *dst, const Graph *src, const int *grad, Err 
 
 Graph *autodiff(const Graph *src, const char *loss_name, Err *e)
 {
-    Graph *g = pass_decompose(src, e);
+    Graph *g = pass_decompose_for_grad(src, e);
     int loss = g ? find_loss(g, loss_name, e) : -1;
     bool *need = loss >= 0 ? needs_grad(g) : NULL;
     int *grad = need ? malloc((size_t)g->nnode * sizeof *grad + 1) : NULL;

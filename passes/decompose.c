@@ -38,12 +38,28 @@ static bool keep_none(const Graph *g, const Node *n)
     return false;
 }
 
-static bool keep_fused(const Graph *g, const Node *n)
+static bool keep_fused_forward(const Graph *g, const Node *n)
 {
     if (n->op != OP_ATTENTION)
         return false;
     const Type *q = &g->node[n->in[0]].type, *v = &g->node[n->in[2]].type;
     return dim_is_static(q->dim[q->rank - 1]) && dim_is_static(v->dim[v->rank - 1]);
+}
+
+/* The CPU runs attention's training ops fused too (runtime/cpu/attention_backward.c;
+ * their types already ask for a static head dimension), and conv as a GEMM over x's
+ * windows (codegen/lower_conv.c, runtime/cpu/conv.c). */
+static bool keep_fused(const Graph *g, const Node *n)
+{
+    return n->op == OP_ATTENTION_LSE || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV ||
+           keep_fused_forward(g, n);
+}
+
+/* For autodiff: composites with a gradient rule of their own (conv) stay whole, so the
+ * backward is built from the op (a conv's is two convs' worth, not im2col's gathers). */
+static bool keep_differentiable(const Graph *g, const Node *n)
+{
+    return op_info[n->op].grad != NULL && (n->op != OP_ATTENTION || attention_grad_fusable(g, n));
 }
 
 static bool to_decompose(const Graph *g, int i, KeepFn keep)
@@ -95,3 +111,13 @@ static Graph *decompose(const Graph *g, KeepFn keep, Err *e)
 Graph *pass_decompose(const Graph *g, Err *e) { return decompose(g, keep_none, e); }
 
 Graph *pass_decompose_fused(const Graph *g, Err *e) { return decompose(g, keep_fused, e); }
+
+Graph *pass_decompose_fused_forward(const Graph *g, Err *e)
+{
+    return decompose(g, keep_fused_forward, e);
+}
+
+Graph *pass_decompose_for_grad(const Graph *g, Err *e)
+{
+    return decompose(g, keep_differentiable, e);
+}

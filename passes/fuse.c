@@ -87,9 +87,9 @@ static NodeClass classify(const Graph *g, int id, bool copy)
         return NC_VIEW;
     if (fl & OPF_REDUCE)
         return NC_REDUCE;
-    if (n->op == OP_MATMUL)
+    if (n->op == OP_MATMUL || n->op == OP_CONV) /* conv: a GEMM over x's windows */
         return NC_MATMUL;
-    if (n->op == OP_ATTENTION)
+    if (is_attention_op(n->op))
         return NC_ATTENTION;
     if (fl & OPF_COMPOSITE)
         return NC_DEAD; /* rejected by fuse_plan */
@@ -102,7 +102,7 @@ static bool is_compute(NodeClass c)
 }
 
 /* A step of its own whose operands are read as strided buffers. */
-static bool is_step_op(int op) { return op == OP_MATMUL || op == OP_ATTENTION; }
+static bool is_step_op(int op) { return op == OP_MATMUL || op == OP_CONV || is_attention_op(op); }
 
 /* Live nodes (what an output needs), which feed a matmul (those need a buffer: an inline
  * leaf or a view there is stored by a copy when lowering cannot read it in place), and
@@ -1151,7 +1151,8 @@ static void log_summary(const Plan *p)
 static bool no_composites(const Graph *g, Err *e)
 {
     for (int id = 0; id < g->nnode; id++)
-        if ((op_info[g->node[id].op].flags & OPF_COMPOSITE) && g->node[id].op != OP_ATTENTION) {
+        if ((op_info[g->node[id].op].flags & OPF_COMPOSITE) && !is_attention_op(g->node[id].op) &&
+            g->node[id].op != OP_CONV) {
             err_at(e, g->node[id].loc, "fusion: %s is a composite op; run the decompose pass first",
                    op_info[g->node[id].op].name);
             return false;

@@ -15,7 +15,10 @@ const Pass pass_table[] = {
     {"decompose", pass_decompose,
      "replace composite ops (softmax, attention, ...) by primitives", NULL, NULL},
     {"decompose_fused", pass_decompose_fused,
-     "decompose, but keep attention whole (one fused step, CPU or GPU)", NULL, NULL},
+     "decompose, but keep attention, its training ops and conv whole (steps on the CPU)",
+     NULL, NULL},
+    {"decompose_fused_forward", pass_decompose_fused_forward,
+     "decompose, but keep attention's forward whole (the GPU's fused kernel)", NULL, NULL},
     {"pad", pass_pad,
      "zero-pad matmul N and K to multiples of 16, slicing the result back", NULL, NULL},
     {"colsum", pass_colsum,
@@ -111,10 +114,11 @@ static int parse_list(const char *list, PassItem *out, int cap, Err *e)
 }
 
 /* Both keep attention whole where its head dims are static (one fused step: the CPU's
- * runtime/cpu/attention.c, the GPU's generated kernel); training's autodiff decomposes
- * it before these run, as its backward is the decomposition's. */
+ * runtime/cpu/attention.c, the GPU's generated kernel). Autodiff keeps it whole where its
+ * backward can be fused (attention_lse, attention_grad): the CPU runs those as steps
+ * (runtime/cpu/attention_backward.c), the GPU's list decomposes them. */
 const char pass_pipeline[] = "verify,decompose_fused,colsum,fold,cse,dce";
-const char pass_pipeline_cuda[] = "verify,decompose_fused,colsum,fold,cse,dce";
+const char pass_pipeline_cuda[] = "verify,decompose_fused_forward,colsum,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {

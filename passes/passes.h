@@ -44,6 +44,11 @@ Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
 /* The same, but attention with static head dims stays whole, for a backend with a fused
  * attention kernel (CUDA). */
 Graph *pass_decompose_fused(const Graph *g, Err *e);
+/* The same, but only attention's forward stays whole (attention_lse and attention_grad,
+ * its training ops, decomposed): the CUDA backend's, which has no fused backward. */
+Graph *pass_decompose_fused_forward(const Graph *g, Err *e);
+/* decompose, but keep the composites with a gradient rule (autodiff runs it first) */
+Graph *pass_decompose_for_grad(const Graph *g, Err *e);
 
 /* pad.c: GEMM dimensions padded to a multiple (tensor cores want 8/16 elements, the CPU
  * kernel its vector width). Each matmul whose static N or K is not a multiple and that

@@ -123,11 +123,13 @@ static bool max_flow(Net *g, int s, int t)
 
 static bool is_leaf(const Node *n) { return op_info[n->op].flags & OPF_LEAF; }
 
-/* Ops the backward may recompute: everything but matmuls with auto (they are what a
- * step's time is made of); with full, matmuls too (only leaves are never cut). */
+/* Ops the backward may recompute: everything but matmuls, convs and fused attention with auto
+ * (they are what a step's time is made of; attention's output is O(T) per head, and with
+ * its fused backward (attention_grad) that and the log-sum-exp are all it saves, no
+ * T x T probabilities); with full, those too (only leaves are never cut). */
 static bool recomputable(const Node *n, RematMode mode)
 {
-    return mode == REMAT_FULL || n->op != OP_MATMUL;
+    return mode == REMAT_FULL || (n->op != OP_MATMUL && n->op != OP_CONV && n->op != OP_ATTENTION);
 }
 
 static int64_t bytes_of(const Graph *g, int id, const SymBind *sb)

@@ -108,7 +108,7 @@ Graph *training_graph(const Graph *model, const TrainingStages *t, SymBind *sb, 
     if (g)
         g = replace(g, autodiff(g, NULL, e));                              /* autodiff */
     bool ok = g && bind_sizes(g, t, sb, flops, e) &&                       /* sizes, FLOPs */
-              run_passes(&g, pass_pipeline, e);                            /* the passes */
+              run_passes(&g, t->passes ? t->passes : pass_pipeline, e);   /* the passes */
     /* the passes first, then the cut: CSE afterwards would merge each recomputation with
      * the forward value it repeats */
     Graph *joint = ok ? pass_remat(g, t->remat, sb, e) : NULL;             /* remat */

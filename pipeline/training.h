@@ -14,6 +14,7 @@ typedef struct TrainingStages {
     RematMode remat;         /* what the backward recomputes instead of keeping */
     const SymSize *sizes;    /* the symbols' sizes (B, T), for FLOPs and the remat cut */
     int nsizes;
+    const char *passes;      /* the device's pass list (NULL: the CPU's, pass_pipeline) */
 } TrainingStages;
 
 /* The model's training graph: its loss alone, as a scalar output "loss" (with input

@@ -232,7 +232,8 @@ static const char *kernel_what(const char *name)
 static void step_what(Arena *a, const Program *p, const Step *st, StepInfo *info)
 {
     if (st->kind == STEP_ATTENTION) {
-        info->kind = info->what = "attention";
+        static const char *const kind[] = {"attention", "attention_lse", "attention_grad"};
+        info->kind = info->what = kind[st->attn.kind];
         return;
     }
     int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
@@ -356,8 +357,9 @@ static int64_t step_bytes(const Program *p, int s, int *seen, const SymBind *sb)
     if (st->kind == STEP_KERNEL) {
         touch_kernel(p, st->kernel, s, seen, sb, &bytes);
     } else if (st->kind == STEP_ATTENTION) {
-        int ops[4] = {st->attn.q.buf, st->attn.k.buf, st->attn.v.buf, st->attn.o.buf};
-        for (int i = 0; i < 4; i++)
+        const Attention *a = &st->attn;
+        int ops[7] = {a->q.buf, a->k.buf, a->v.buf, a->o.buf, a->fo.buf, a->dout.buf, a->lse.buf};
+        for (int i = 0; i < (a->kind == ATTN_BACKWARD ? 7 : 4); i++)
             touch(p, ops[i], s, seen, sb, &bytes);
     } else {
         touch(p, st->gemm.a.buf, s, seen, sb, &bytes);

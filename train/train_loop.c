@@ -72,7 +72,8 @@ static int input_named(const Graph *g, const char *name)
 Graph *train_joint_graph(const Graph *model, const TrainOptions *o, SymBind *sb, double *flops,
                          Err *e)
 {
-    TrainingStages t = {o->loss, o->precision, o->checkpoint, o->sizes, o->nsizes};
+    const Device *dev = o->compile.device ? o->compile.device : device_cpu();
+    TrainingStages t = {o->loss, o->precision, o->checkpoint, o->sizes, o->nsizes, *dev->passes};
     return training_graph(model, &t, sb, flops, e);
 }
 

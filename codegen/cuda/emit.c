@@ -580,6 +580,13 @@ static char *emit_end(Emit *em, Err *e)
 
 char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *e)
 {
+    for (int s = 0; s < p->nstep; s++)
+        if (p->step[s].kind == STEP_ATTENTION && p->step[s].attn.kind != ATTN_FORWARD) {
+            err_set(e, ERR_INPUT, "cuda: step %d is attention's fused backward, which the CUDA "
+                    "backend has no kernel for; its pass list decomposes it "
+                    "(decompose_fused_forward)", s);
+            return NULL;
+        }
     Emit em = emit_begin(p, prefix, prelude, e);
     for (int k = 0; em.need && k < p->nkernel; k++)
         emit_kernel(&em, k, (CudaKernelConfig){CUDA_BLOCK, 1, 0}, "");

@@ -10,7 +10,9 @@
  * diagonal ones are masked. K and V are read where they are when their rows are dense
  * f32; else each thread packs them so (whole heads when they fit its cache, else block by
  * block), so any strides and f16/bf16 operands take the same path.
- * The only per-task memory is a few blocks: no Tq x Tk buffer. */
+ * The only per-task memory is a few blocks: no Tq x Tk buffer. An ATTN_LSE step (training
+ * saves it for the backward, attention_backward.c) runs the same with no values: each
+ * query's m + log(l) instead of an output. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "runtime/cpu/attention.h"
+#include "runtime/cpu/attention_blocks.h"
 
 /* A task's queries: the least multiple of both sides of the micro-kernel's tile at or
  * above this (96 with the AVX-512 tile, 12 x 32), so row and column tiles divide it. */
@@ -31,27 +34,6 @@
 /* The softmax's queries per vector (AVX-512's f32 lanes; narrower ISAs split it). */
 #define SOFTMAX_LANES 16
 
-/* The loops around the micro-kernels (softmax, packing, rescaling, the output): a clone per
- * ISA, picked when the library loads, and a*b+c as one FMA where the clone has one (GCC in
- * ISO C mode does not contract otherwise; clang contracts within an expression). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
-#if defined(__GNUC__) && !defined(__clang__)
-#define CONTRACT __attribute__((optimize("fp-contract=fast")))
-#else
-#define CONTRACT
-#endif
-
-/* One operand at concrete sizes: element (t..., r, c) at off + sum t_d bs[d] + r rs + c cs. */
-typedef struct View {
-    const void *base;
-    DType dt;
-    int64_t off, rs, cs, bs[COIL_MAX_RANK];
-} View;
-
 typedef struct Job {
     const Ukernels *uk;
     int nbatch;
@@ -59,6 +41,7 @@ typedef struct Job {
     int64_t tq, tk, d, dv;
     View q, k, v, o;
     bool causal;
+    bool lse;               /* ATTN_LSE: o gets each query's log-sum-exp (dv is 0) */
     float scale;
     int64_t mr, nr;         /* the micro-kernel's tile */
     int64_t br, bc;         /* queries per task, keys per block */
@@ -112,38 +95,10 @@ VECTOR_CLONES CONTRACT static void bcast_portable(int64_t kc, const float *a, in
     memcpy(t, acc, sizeof acc);
 }
 
-static const Ukernels portable = {
+const Ukernels attention_portable = {
     .shape = {.vec = 16, .bc_mr = PORTABLE_MR, .bc_nr = PORTABLE_NR}, .bcast = bcast_portable};
 
 /* ---------------------------------------------------------------- exp */
-
-/* e^x for x <= 0 (differences from a running maximum; larger x give 1), inlined into the
- * loops: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact), e^r by
- * its Taylor series to r^7 (truncation below 1e-8 relative), times 2^n through the
- * exponent bits. Below -87 (where 2^n would leave the normal range) it is 0, so masked
- * scores (-inf) weigh exactly nothing; NaN stays NaN. */
-CONTRACT static inline float exp_nonpositive(float x)
-{
-    float c = x > -87.0f ? x : -87.0f;
-    c = c < 0.0f ? c : 0.0f;
-    float n = c * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
-    n -= 12582912.0f;
-    float r = c - n * 0.693145752f;
-    r = r - n * 1.42860677e-6f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float y = x > -87.0f ? p * scale : 0.0f;
-    return x == x ? y : x;
-}
 
 /* The same on SOFTMAX_LANES floats at once in GCC's vector extensions (one register in
  * the AVX-512 clone, two or four in the narrower ones), step for step. No vector crosses
@@ -184,36 +139,10 @@ CONTRACT ALWAYS_INLINE void vec_exp_nonpositive(VecF *v)
 
 /* ---------------------------------------------------------------- operands */
 
-static float load_f32(const View *x, int64_t i)
-{
-    switch (x->dt) {
-    case DT_F16: return f16_to_f32(((const uint16_t *)x->base)[i]);
-    case DT_BF16: return bf16_unpack(((const uint16_t *)x->base)[i]);
-    default: return ((const float *)x->base)[i];
-    }
-}
-
-/* Row r of x at batch offset at, n elements, as f32. */
-static void load_row(const View *x, int64_t at, int64_t r, int64_t n, float *dst)
-{
-    int64_t i0 = at + r * x->rs;
-    if (x->dt == DT_F32 && (x->cs == 1 || n <= 1)) {
-        memcpy(dst, (const float *)x->base + i0, (size_t)n * sizeof *dst);
-        return;
-    }
-    for (int64_t c = 0; c < n; c++)
-        dst[c] = load_f32(x, i0 + c * x->cs);
-}
-
 /* x's element offset at flat batch index t (batch dims row-major). */
 static int64_t batch_offset(const View *x, const Job *j, int64_t t)
 {
-    int64_t at = x->off;
-    for (int d = j->nbatch - 1; d >= 0; d--) {
-        at += t % j->batch[d] * x->bs[d];
-        t /= j->batch[d];
-    }
-    return at;
+    return view_batch_offset(x, j->nbatch, j->batch, t);
 }
 
 /* Rows of f32 with unit column stride: row r at first + r * ld. */
@@ -419,6 +348,9 @@ VECTOR_CLONES static void store_output(const Job *j, Scratch *sc, int64_t bh, in
     const View *o = &j->o;
     for (int64_t q = 0; q < nq; q++) {
         float l = sc->l[q], inv = l != 0.0f ? 1.0f / l : 0.0f; /* no keys at all: zeros */
+        if (j->lse) /* the scores are scaled already; no visible key: -inf */
+            dtype_store(o->dt, (void *)o->base, at + (q0 + q) * o->rs,
+                        l != 0.0f ? sc->m[q] + logf(l) : -INFINITY);
         for (int64_t ct = 0; ct < j->nct; ct++) {
             const float *row = sc->acc + ((q / MR * j->nct + ct) * MR + q % MR) * NR;
             int64_t n = j->dv - ct * NR < NR ? j->dv - ct * NR : NR;
@@ -498,8 +430,8 @@ static void worker(void *ctx, int64_t begin, int64_t end)
 
 /* ---------------------------------------------------------------- the step */
 
-static View view_make(const GemmOperand *o, int nbatch, void *const *bufs, const DType *dts,
-                      const SymBind *sb)
+View attention_view(const GemmOperand *o, int nbatch, void *const *bufs, const DType *dts,
+                    const SymBind *sb)
 {
     View v = {.base = bufs[o->buf], .dt = dts[o->buf], .off = dim_value(o->offset, sb),
               .rs = dim_value(o->row_stride, sb), .cs = dim_value(o->col_stride, sb)};
@@ -509,15 +441,16 @@ static View view_make(const GemmOperand *o, int nbatch, void *const *bufs, const
 }
 
 /* Every index the view can reach, |off| + sum (extent - 1) |stride|, within int64. */
-static bool view_span_ok(const View *v, const Job *j, int64_t rows, int64_t cols)
+bool attention_view_span_ok(const View *v, int nbatch, const int64_t *batch, int64_t rows,
+                            int64_t cols)
 {
     int64_t span = v->off < 0 ? -v->off : v->off, term;
     int64_t ext[COIL_MAX_RANK + 2], st[COIL_MAX_RANK + 2];
-    for (int d = 0; d < j->nbatch; d++)
-        ext[d] = j->batch[d], st[d] = v->bs[d];
-    ext[j->nbatch] = rows, st[j->nbatch] = v->rs;
-    ext[j->nbatch + 1] = cols, st[j->nbatch + 1] = v->cs;
-    for (int d = 0; d < j->nbatch + 2; d++) {
+    for (int d = 0; d < nbatch; d++)
+        ext[d] = batch[d], st[d] = v->bs[d];
+    ext[nbatch] = rows, st[nbatch] = v->rs;
+    ext[nbatch + 1] = cols, st[nbatch + 1] = v->cs;
+    for (int d = 0; d < nbatch + 2; d++) {
         if (ext[d] == 0)
             return true; /* nothing is read */
         int64_t s = st[d] == INT64_MIN ? INT64_MAX : st[d] < 0 ? -st[d] : st[d];
@@ -527,8 +460,6 @@ static bool view_span_ok(const View *v, const Job *j, int64_t rows, int64_t cols
     }
     return true;
 }
-
-static bool is_float(DType dt) { return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16; }
 
 /* Why the step cannot run (an error in e), after the job's sizes and views are made. */
 static bool job_ok(const Job *j, const Attention *a, Err *e)
@@ -544,12 +475,12 @@ static bool job_ok(const Job *j, const Attention *a, Err *e)
         return false;
     }
     for (int i = 0; i < 4; i++) {
-        if (!is_float(v[i]->dt)) {
+        if (!attention_dtype_ok(v[i]->dt)) {
             err_set(e, ERR_INPUT, "attention: %c is %s; the CPU's attention takes f32, f16 or "
                     "bf16 (cast it first)", name[i], dtype_info[v[i]->dt].name);
             return false;
         }
-        if (!view_span_ok(v[i], j, rows[i], cols[i])) {
+        if (!attention_view_span_ok(v[i], j->nbatch, j->batch, rows[i], cols[i])) {
             err_set(e, ERR_INPUT, "attention: %c's indices reach past int64 at these sizes",
                     name[i]);
             return false;
@@ -578,7 +509,7 @@ static void plan(Job *j)
     j->bc = (KEYS_MIN + mr - 1) / mr * mr;
     j->nct = (j->dv + nr - 1) / nr;
     j->tiles = (j->tq + j->br - 1) / j->br;
-    j->pack_k = !dense_f32(&j->k, j->d), j->pack_v = !dense_f32(&j->v, j->dv);
+    j->pack_k = !dense_f32(&j->k, j->d), j->pack_v = j->dv > 0 && !dense_f32(&j->v, j->dv);
     double head_bytes = (double)j->tk * (double)(j->pack_k * j->d + j->pack_v * j->dv) * sizeof(float);
     j->cache_heads = head_bytes <= HEAD_CACHE_BYTES;
 }
@@ -586,9 +517,12 @@ static void plan(Job *j)
 bool attention_run(const Attention *a, void *const *bufs, const DType *dts, const SymBind *sb,
                    const Ukernels *uk, Pool *pool, Err *e)
 {
-    Job j = {.uk = uk && uk->bcast ? uk : &portable, .nbatch = a->nbatch,
+    if (a->kind == ATTN_BACKWARD)
+        return attention_backward_run(a, bufs, dts, sb, uk && uk->bcast ? uk : &attention_portable,
+                                      pool, e);
+    Job j = {.uk = uk && uk->bcast ? uk : &attention_portable, .nbatch = a->nbatch,
              .tq = dim_value(a->tq, sb), .tk = dim_value(a->tk, sb), .d = a->d, .dv = a->dv,
-             .causal = a->causal, .scale = (float)a->scale};
+             .causal = a->causal, .lse = a->kind == ATTN_LSE, .scale = (float)a->scale};
     int64_t nbh = 1;
     bool sizes_ok = a->nbatch >= 0 && a->nbatch <= COIL_MAX_RANK - 2;
     for (int d = 0; sizes_ok && d < a->nbatch; d++) {
@@ -596,16 +530,16 @@ bool attention_run(const Attention *a, void *const *bufs, const DType *dts, cons
         sizes_ok = j.batch[d] >= 0 && !__builtin_mul_overflow(nbh, j.batch[d], &nbh);
     }
     if (sizes_ok) {
-        j.q = view_make(&a->q, a->nbatch, bufs, dts, sb);
-        j.k = view_make(&a->k, a->nbatch, bufs, dts, sb);
-        j.v = view_make(&a->v, a->nbatch, bufs, dts, sb);
-        j.o = view_make(&a->o, a->nbatch, bufs, dts, sb);
+        j.q = attention_view(&a->q, a->nbatch, bufs, dts, sb);
+        j.k = attention_view(&a->k, a->nbatch, bufs, dts, sb);
+        j.v = attention_view(&a->v, a->nbatch, bufs, dts, sb);
+        j.o = attention_view(&a->o, a->nbatch, bufs, dts, sb);
     } else
         j.tq = -1; /* job_ok reports it */
     if (!job_ok(&j, a, e))
         return false;
     plan(&j);
-    if (nbh == 0 || j.tq == 0 || j.dv == 0)
+    if (nbh == 0 || j.tq == 0 || (j.dv == 0 && !j.lse))
         return true;
     if (__builtin_mul_overflow(nbh, j.tiles, &j.tasks)) {
         err_set(e, ERR_INPUT, "attention: %lld batch elements x %lld query tiles overflow",

@@ -1,5 +1,6 @@
 /* attention.h — attention steps (codegen/loop.h's Attention) on the CPU: FlashAttention's
- * forward, query tiles against key blocks with an online softmax, over the engine's pool. */
+ * forward (or its log-sum-exp alone), query tiles against key blocks with an online
+ * softmax, and its backward, over the engine's pool. */
 #ifndef COIL_RUNTIME_ATTENTION_H
 #define COIL_RUNTIME_ATTENTION_H
 
@@ -15,5 +16,11 @@
  * memory. */
 bool attention_run(const Attention *a, void *const *bufs, const DType *dts, const SymBind *sb,
                    const Ukernels *uk, Pool *pool, Err *e);
+
+/* An ATTN_BACKWARD step (attention_backward.c): FlashAttention-2's backward, dQ, dK and dV
+ * into the step's o from Q, K, V, O, dO and the log-sum-exp, block by block; a task is
+ * one batch element (a head), taken by the pool's threads. uk must have its bcast. */
+bool attention_backward_run(const Attention *a, void *const *bufs, const DType *dts,
+                            const SymBind *sb, const Ukernels *uk, Pool *pool, Err *e);
 
 #endif

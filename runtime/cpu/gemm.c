@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cpu/conv.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/pool.h"
 
@@ -32,6 +33,7 @@ typedef struct Mat {
     int64_t bstride[COIL_MAX_RANK];
     int64_t off;        /* the first element (GemmOperand.offset) */
     float *panel;       /* dense f32 copy, when sgemm cannot read it in place */
+    const GemmConv *conv; /* B of a convolution: x through its windows, always packed */
     int64_t panel_off;  /* the offset the panel holds, -1 none */
 } Mat;
 
@@ -147,11 +149,29 @@ static bool column_major(const Mat *m)
     return m->rows > 1 && m->cols > 1 && llabs(m->rs) < llabs(m->cs);
 }
 
+/* A convolution's B at batch offset off as a dense f32 [K, N] panel (im2col). */
+static void pack_conv(Mat *m, int64_t off)
+{
+    if (m->dt == DT_F32) {
+        conv_pack_panel(m->conv, (const float *)m->base + off, 0, m->rows, 0, m->cols, m->cols,
+                        m->panel);
+        return;
+    }
+    for (int64_t r = 0; r < m->rows; r++)
+        for (int64_t c = 0; c < m->cols; c++)
+            m->panel[r * m->cols + c] = (float)gemm_conv_load(m->conv, m->dt, m->base, off, r, c);
+}
+
 /* The dense f32 copy of A or B at offset off, in the order its memory is in. */
 static void pack(Mat *m, int64_t off)
 {
     if (m->panel_off == off)
         return; /* a broadcast operand: same matrix as the last batch */
+    if (m->conv) {
+        pack_conv(m, off);
+        m->panel_off = off;
+        return;
+    }
     bool cm = column_major(m);
     int64_t outer = cm ? m->cols : m->rows, inner = cm ? m->rows : m->cols;
     int64_t os = cm ? m->cs : m->rs, is = cm ? m->rs : m->cs;
@@ -224,7 +244,7 @@ static void gemm_one(Mat *a, Mat *b, Mat *c, int64_t k, const int64_t off[3])
 static bool needs_panel(const Mat *m, bool is_c)
 {
     BlasView v;
-    return !blas_view(m, &v) || (is_c && v.trans);
+    return m->conv || !blas_view(m, &v) || (is_c && v.trans);
 }
 
 static bool alloc_panels(Mat *m[3], Err *e)
@@ -290,6 +310,7 @@ bool gemm_run(const Gemm *g, void *const *bufs, const DType *dts, const SymBind 
     Mat b = mat_make(&g->b, g->nbatch, bufs, dts, sb, K, N);
     Mat c = mat_make(&g->c, g->nbatch, bufs, dts, sb, M, N);
     Mat *m[3] = {&a, &b, &c};
+    b.conv = g->conv;
     int64_t nb = batch_count(g, sb);
     bool ok = M == 0 || N == 0 || nb == 0 || alloc_panels(m, e);
     for (int64_t t = 0; ok && M && N && t < nb; t++) {
@@ -322,7 +343,8 @@ bool gemm_reference(const Gemm *g, void *const *bufs, const DType *dts, const Sy
                 double acc = 0;
                 for (int64_t p = 0; p < K; p++)
                     acc += dtype_load(a.dt, a.base, off[0] + i * a.rs + p * a.cs) *
-                           dtype_load(b.dt, b.base, off[1] + p * b.rs + j * b.cs);
+                           (g->conv ? gemm_conv_load(g->conv, b.dt, b.base, off[1], p, j)
+                                    : dtype_load(b.dt, b.base, off[1] + p * b.rs + j * b.cs));
                 dtype_store(c.dt, c.base, off[2] + i * c.rs + j * c.cs, acc);
             }
     }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cpu/conv.h"
 #include "runtime/cpu/gemm_tiled.h"
 
 /* Blocking, measured on Sapphire Rapids (48 KiB L1d, 2 MiB L2 per core) with the 4 x 6 dot
@@ -42,7 +43,8 @@
  * alias in L1 and take a TLB entry each. */
 #define PACK_ROW_STRIDE 1024
 
-typedef enum Pack { PACK_NONE, PACK_ROWS, PACK_TRANSPOSED } Pack;
+/* PACK_IM2COL: a convolution's B, gathered from x into each panel (runtime/cpu/conv.c). */
+typedef enum Pack { PACK_NONE, PACK_ROWS, PACK_TRANSPOSED, PACK_IM2COL } Pack;
 
 /* One operand at concrete sizes: element (r, c) of batch t is
  * base[off + batch_offset(t) + r * rs + c * cs]. */
@@ -59,6 +61,7 @@ typedef struct Job {
     const int64_t *syms;
     bool dot;                    /* the dot micro-kernel, else the broadcast one */
     Pack pack;                   /* how B's panels reach the broadcast kernel */
+    const GemmConv *conv;        /* B is x through a convolution's windows (Gemm.conv) */
     bool pack_a;                 /* broadcast form: A's row tiles copied k-major first */
     int nbatch;
     int64_t batch[COIL_MAX_RANK];
@@ -204,6 +207,7 @@ static RowTile row_tile(const Job *j, int64_t r)
 typedef struct Scratch {
     float *tiles, *panel, *apanel;
     const float *from;
+    int64_t im2col_at;           /* a conv's panel: k0 * N + n0 + 1 (its B is not in memory) */
 } Scratch;
 
 /* dst[p * NR + q] = src[q * ld + p] for p < kc, q < nr, in 4 x 4 blocks: four rows' runs
@@ -268,14 +272,18 @@ static void pack_a_tiles(const Job *j, const RowTile *rt, int64_t nrows, int64_t
 static void ukernel(const Job *j, const RowTile *rt, int64_t r, int64_t n0, int64_t nr,
                     int64_t k0, int64_t kc, Scratch *s, float *t)
 {
-    const float *a = rt->a + k0 * j->a.cs, *b = rt->b + k0 * j->b.rs + n0 * j->b.cs;
+    const float *a = rt->a + k0 * j->a.cs;
+    const float *b = j->conv ? rt->b : rt->b + k0 * j->b.rs + n0 * j->b.cs;
     if (j->dot) {
         j->uk->dot(kc, a, j->a.rs, rt->mr, b, j->b.cs, nr, t, k0 > 0);
         return;
     }
     int64_t ldb = j->b.rs;
     if (j->pack != PACK_NONE) {
-        if (s->from != b) { /* a new panel (or a new batch's) */
+        if (j->pack == PACK_IM2COL && s->im2col_at != k0 * j->N + n0 + 1) {
+            conv_pack_panel(j->conv, b, k0, kc, n0, nr, j->nr, s->panel);
+            s->im2col_at = k0 * j->N + n0 + 1;
+        } else if (j->pack != PACK_IM2COL && s->from != b) { /* a new panel (or batch's) */
             pack_panel(j, b, kc, nr, s->panel);
             s->from = b;
         }
@@ -346,6 +354,7 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
         rt[r - r0] = row_tile(j, r);
     int64_t tsize = j->mr * j->nr, nrows = r1 - r0;
     bool blocked = j->K > j->kc; /* then each tile keeps its own slot across blocks */
+    s->im2col_at = 0; /* a conv's panels are one batch's: this block may be another's */
     for (int64_t k0 = 0; k0 < j->K || k0 == 0; k0 += j->kc) {
         int64_t kc = j->K - k0 < j->kc ? j->K - k0 : j->kc;
         bool last = k0 + kc >= j->K;
@@ -389,7 +398,7 @@ static void run_range(Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
         atomic_store(&j->failed, true);
         return;
     }
-    Scratch s = {mem, mem + panel_at, mem + apanel_at, NULL};
+    Scratch s = {mem, mem + panel_at, mem + apanel_at, NULL, 0};
     for (int64_t rb = r0; rb < r1;) {
         int64_t re = rb + j->mc, batch_end = (rb / j->mtiles + 1) * j->mtiles;
         re = re < r1 ? re : r1;
@@ -418,6 +427,11 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * panels transposed for the broadcast kernel; the broadcast layout packs rows far apart. */
 static void plan_form(Job *j)
 {
+    if (j->conv) { /* im2col panels for the broadcast kernel: B is not in memory */
+        j->dot = false, j->pack = PACK_IM2COL;
+        j->pack_a = llabs(j->a.cs) >= PACK_ROW_STRIDE && j->K > 1;
+        return;
+    }
     bool dot = pick_form(&j->a, &j->b, j->N, j->K) == FORM_DOT;
     j->dot = dot && j->K > DOT_SMALL_K;
     if (dot && j->how.form != GEMM_FORM_AUTO)
@@ -457,6 +471,7 @@ static void plan(Job *j, const Gemm *g, void *const *bufs, const SymBind *sb)
     int64_t nb, s[3];
     sizes(g, sb, j->batch, &nb, s);
     j->nbatch = g->nbatch;
+    j->conv = g->conv;
     j->M = s[0], j->N = s[1], j->K = s[2];
     j->a = mat_make(&g->a, g->nbatch, bufs, sb);
     j->b = mat_make(&g->b, g->nbatch, bufs, sb);
@@ -474,6 +489,8 @@ static void plan(Job *j, const Gemm *g, void *const *bufs, const SymBind *sb)
 
 bool gemm_tiled_dot_layout(const Gemm *g, void *const *bufs, const SymBind *sb)
 {
+    if (g->conv)
+        return false;
     Mat a = mat_make(&g->a, g->nbatch, bufs, sb), b = mat_make(&g->b, g->nbatch, bufs, sb);
     return pick_form(&a, &b, dim_value(g->n, sb), dim_value(g->k, sb)) == FORM_DOT;
 }

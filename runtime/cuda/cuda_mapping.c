@@ -183,6 +183,11 @@ static bool fits_int(const CuGemm *cg, Err *e)
 bool cuda_gemm_map(const Program *p, const Gemm *g, const SymBind *sb, CuGemm *cg, Err *e)
 {
     memset(cg, 0, sizeof *cg);
+    if (g->conv) { /* B is not in memory: the GPU's pipeline decomposes conv first */
+        err_set(e, ERR_INPUT, "a conv step (B read through x's windows) has no CUDA kernel; "
+                "decompose conv (the CUDA pipeline's decompose_fused_forward does)");
+        return false;
+    }
     if (!check_dtypes(p, g, cg, e))
         return false;
     int64_t M = dim_value(g->m, sb), N = dim_value(g->n, sb), K = dim_value(g->k, sb);

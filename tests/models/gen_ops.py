@@ -597,6 +597,87 @@ def composite_cases():
                lambda q, k, v, c=causal, s=scale: attention_ref(q, k, v, c, s), attrs)
 
 
+# ---- attention's training ops (their own generator, so the cases above keep their draws)
+
+
+def attention_lse_ref(q, k, causal=False, scale=0.0):
+    """Each query's log-sum-exp of its scaled, masked scores (-inf when it sees no key)."""
+    scale = scale or 1.0 / math.sqrt(q.shape[-1])
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if causal:
+        t, sk = q.shape[-2], k.shape[-2]
+        s = np.where(np.arange(sk)[None, :] > np.arange(t)[:, None], -np.inf, s)
+    m = np.max(s, axis=-1, keepdims=True)
+    return (m + np.log(np.sum(np.exp(s - m), axis=-1, keepdims=True)))[..., 0]
+
+
+def attention_grad_ref(q, k, v, o, do, lse, causal=False, scale=0.0):
+    """FlashAttention-2's backward from the given o and lse: (dQ, dK, dV) stacked."""
+    scale = scale or 1.0 / math.sqrt(q.shape[-1])
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if causal:
+        t = q.shape[-2]
+        s = np.where(np.arange(t)[None, :] > np.arange(t)[:, None], -np.inf, s)
+    p = np.exp(s - lse[..., None])
+    dv = np.matmul(np.swapaxes(p, -1, -2), do)
+    ds = p * (np.matmul(do, np.swapaxes(v, -1, -2)) - np.sum(do * o, axis=-1, keepdims=True))
+    return np.stack([scale * np.matmul(ds, k), scale * np.matmul(np.swapaxes(ds, -1, -2), q), dv])
+
+
+def attention_training_cases():
+    rng = np.random.default_rng(20261126)
+    for name, shape, causal, scale, dt in [("attention_lse_causal", (2, 3, 5, 4), True, 0.0, "f32"),
+                                           ("attention_lse_plain_scale", (2, 4, 3), False, 0.5, "f32"),
+                                           ("attention_lse_bf16", (1, 4, 8), True, 0.0, "bf16")]:
+        q, k = rng.standard_normal(shape), rng.standard_normal(shape)
+        attrs = ", ".join(filter(None, ["causal=true" if causal else "", "scale=%s" % fmt_num(scale) if scale else ""]))
+        single(name, "attention_lse", [("q", dt, q), ("k", dt, k)], "f32",
+               lambda a, b, c=causal, s=scale: attention_lse_ref(a, b, c, s), attrs)
+    for name, shape, causal, scale in [("attention_grad_causal", (2, 2, 5, 4), True, 0.0),
+                                       ("attention_grad_plain_scale", (3, 4, 3), False, 0.7)]:
+        q, k, v, do = (rng.standard_normal(shape) for _ in range(4))
+        o = attention_ref(q, k, v, causal, scale)
+        lse = attention_lse_ref(q, k, causal, scale)
+        # the formula against PyTorch's autograd of the plain attention
+        tq, tk, tv = (t64(x).requires_grad_() for x in (q, k, v))
+        sc = torch.matmul(tq, tk.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(shape[-1]))
+        if causal:
+            sc = sc.masked_fill(torch.ones(shape[-2], shape[-2], dtype=torch.bool).triu(1), -math.inf)
+        torch.matmul(torch.softmax(sc, -1), tv).backward(t64(do))
+        want = np.stack([tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()])
+        assert np.allclose(attention_grad_ref(q, k, v, o, do, lse, causal, scale), want, rtol=1e-9, atol=1e-12)
+        attrs = ", ".join(filter(None, ["causal=true" if causal else "", "scale=%s" % fmt_num(scale) if scale else ""]))
+        single(name, "attention_grad", [("q", "f32", q), ("k", "f32", k), ("v", "f32", v), ("o", "f32", o),
+                                        ("do", "f32", do), ("lse", "f32", lse)], "f32",
+               lambda *a, c=causal, s=scale: attention_grad_ref(*a, c, s), attrs)
+
+
+# ---- convolution (its own generator too)
+
+
+def conv_ref(x, w, stride, pads, dilation, groups):
+    """PyTorch's conv1d/conv2d in float64, the padding (begins, then ends, per axis) by F.pad."""
+    n = x.ndim - 2
+    torch_pad = []
+    for a in reversed(range(n)):
+        torch_pad += [pads[a], pads[n + a]]
+    conv = F.conv1d if n == 1 else F.conv2d
+    return conv(F.pad(t64(x), torch_pad), t64(w), stride=stride, dilation=dilation, groups=groups).numpy()
+
+
+def conv_cases():
+    rng = np.random.default_rng(20261127)
+    for name, xs, ws, stride, pads, dil, groups, dt in [
+            ("conv2d_stride_pad", (2, 3, 6, 5), (4, 3, 3, 2), (2, 1), (1, 0, 1, 0), (1, 1), 1, "f32"),
+            ("conv2d_groups_dilation", (1, 4, 7, 7), (6, 2, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2, "f32"),
+            ("conv2d_depthwise_bf16", (1, 3, 5, 5), (3, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, "bf16"),
+            ("conv1d_asymmetric", (2, 2, 9), (3, 2, 3), (2,), (2, 1), (2,), 1, "f32")]:
+        attrs = "stride=[%s], padding=[%s], dilation=[%s], groups=%d" % (
+            ", ".join(map(str, stride)), ", ".join(map(str, pads)), ", ".join(map(str, dil)), groups)
+        single(name, "conv", [("x", dt, rng.standard_normal(xs)), ("w", dt, rng.standard_normal(ws))], dt,
+               lambda x, w, s=stride, p=pads, d=dil, g=groups: conv_ref(x, w, s, p, d, g), attrs)
+
+
 # ---- symbolic batch dimension
 
 
@@ -698,7 +779,8 @@ def main():
     check_philox()
     check_bf16_rounding()
     for group in (leaf_cases, unary_cases, binary_cases, where_cases, cast_cases, reduce_cases,
-                  matmul_cases, movement_cases, composite_cases, symbolic_cases):
+                  matmul_cases, movement_cases, composite_cases, symbolic_cases,
+                  attention_training_cases, conv_cases):
         group()
     write_all()
     total = sum(os.path.getsize(os.path.join(OUT_DIR, f)) for f in os.listdir(OUT_DIR))

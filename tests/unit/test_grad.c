@@ -112,10 +112,39 @@ static int b_attn(Builder *b, const int *p, int op)
     return b_op(b, op, p, 3, &causal, 1, NULL);
 }
 
+/* Not causal, scale 0.7: the fused backward's other branch (attention_grad). */
+static int b_attn_plain(Builder *b, const int *p, int op)
+{
+    Attr scale = attr_float("scale", 0.7);
+    return b_op(b, op, p, 3, &scale, 1, NULL);
+}
+
 static int b_drop(Builder *b, const int *p, int op)
 {
     Attr a[2] = {attr_float("p", 0.5), attr_int("seed", 7)};
     return b_op(b, op, p, 1, a, 2, NULL);
+}
+
+/* conv with the geometry each case names through its op field (CONV_* below). */
+enum { CONV_PLAIN, CONV_STRIDE_PAD, CONV_DILATION, CONV_GROUPS, CONV_DEPTHWISE_1D, CONV_BIG_PAD };
+
+static int b_conv(Builder *b, const int *p, int op)
+{
+    static const struct {
+        int axes, npad;
+        int64_t stride, dilation, groups, pad[4];
+    } geo[] = {
+        [CONV_PLAIN] = {2, 0, 1, 1, 1, {0}},
+        [CONV_STRIDE_PAD] = {2, 4, 2, 1, 1, {1, 0, 2, 1}},
+        [CONV_DILATION] = {2, 1, 1, 2, 1, {1}},
+        [CONV_GROUPS] = {2, 1, 2, 1, 2, {1}},
+        [CONV_DEPTHWISE_1D] = {1, 2, 2, 2, 4, {2, 1}},
+        [CONV_BIG_PAD] = {1, 2, 3, 1, 1, {4, 3}},
+    };
+    int64_t stride = geo[op].stride, dilation = geo[op].dilation;
+    Attr a[4] = {attr_ints("stride", 1, &stride), attr_ints("padding", geo[op].npad, geo[op].pad),
+                 attr_ints("dilation", 1, &dilation), attr_int("groups", geo[op].groups)};
+    return b_op(b, OP_CONV, p, 2, a, 4, NULL);
 }
 
 /* ---------------------------------------------------------------- the cases */
@@ -152,7 +181,20 @@ static const Case cases[] = {
     {"rms_norm", 2, {{2, 4}, {4}}, {2, 1}, -2, 2, b_norm, OP_RMS_NORM},
     {"cross_entropy", 1, {{3, 5}}, {2}, -2, 2, b_xent, OP_CROSS_ENTROPY},
     {"attention", 3, {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, {3, 3, 3}, -1, 1, b_attn, OP_ATTENTION},
+    /* the fused backward (attention_lse, attention_grad) with heads; then shapes it does not
+     * take (more keys than queries, k and v broadcast), which keep the decomposed one */
+    {"attention, 2x2 heads, fused", 3, {{2, 2, 5, 3}, {2, 2, 5, 3}, {2, 2, 5, 3}}, {4, 4, 4}, -1, 1,
+     b_attn_plain, OP_ATTENTION},
+    {"attention, more keys", 3, {{2, 3, 4}, {2, 5, 4}, {2, 5, 4}}, {3, 3, 3}, -1, 1, b_attn, OP_ATTENTION},
+    {"attention, k v broadcast", 3, {{2, 3, 4}, {3, 4}, {3, 4}}, {3, 2, 2}, -1, 1, b_attn_plain,
+     OP_ATTENTION},
     {"dropout", 1, S23, -2, 2, b_drop, OP_DROPOUT},
+    {"conv", 2, {{2, 2, 4, 5}, {3, 2, 2, 3}}, {4, 4}, -2, 2, b_conv, CONV_PLAIN},
+    {"conv stride 2, padding", 2, {{1, 2, 5, 6}, {2, 2, 3, 2}}, {4, 4}, -2, 2, b_conv, CONV_STRIDE_PAD},
+    {"conv dilation 2", 2, {{1, 2, 5, 5}, {2, 2, 2, 2}}, {4, 4}, -2, 2, b_conv, CONV_DILATION},
+    {"conv groups 2", 2, {{2, 4, 3, 4}, {4, 2, 2, 2}}, {4, 4}, -2, 2, b_conv, CONV_GROUPS},
+    {"conv 1-D depthwise, stride 2, dilation 2", 2, {{2, 4, 9}, {4, 1, 3}}, {3, 3}, -2, 2, b_conv, CONV_DEPTHWISE_1D},
+    {"conv 1-D padding wider than the kernel", 2, {{1, 2, 5}, {3, 2, 2}}, {3, 3}, -2, 2, b_conv, CONV_BIG_PAD},
 };
 
 /* Checked at rng step 3, where about half of these 32 elements' mask differs from step 0's: the

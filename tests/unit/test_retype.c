@@ -404,6 +404,21 @@ static void check_compiled(const Case *r, DType dt)
     compiled_free(cc);
 }
 
+/* A fixture pass_retype must refuse (retype_refuses), in both formats, naming the op. */
+static void check_refused(const Case *c)
+{
+    for (size_t t = 0; t < sizeof tolerances / sizeof *tolerances; t++) {
+        Err e = {0};
+        Graph *g = pass_retype(c->g, DT_F32, tolerances[t].dt, &e);
+        if (g || !strstr(e.msg, "(attention_")) {
+            fprintf(stderr, "%s [%s]: retype should be refused naming the op, got: %s\n",
+                    c->name, dtype_info[tolerances[t].dt].name, g ? "a graph" : e.msg);
+            check_failures++;
+        }
+        graph_free(g);
+    }
+}
+
 static int run_fixtures(const char *dir)
 {
     struct dirent **list;
@@ -416,8 +431,10 @@ static int run_fixtures(const char *dir)
     for (int i = 0; i < n; i++) {
         list[i]->d_name[strlen(list[i]->d_name) - 4] = '\0';
         Case c;
-        if (case_load(dir, list[i]->d_name, &c) && graph_has_dtype(c.g, DT_F32) &&
-            c.g->noutput <= 16) {
+        bool loaded = case_load(dir, list[i]->d_name, &c);
+        if (loaded && retype_refuses(c.name)) {
+            check_refused(&c);
+        } else if (loaded && graph_has_dtype(c.g, DT_F32) && c.g->noutput <= 16) {
             retyped++;
             for (size_t t = 0; t < sizeof tolerances / sizeof *tolerances; t++) {
                 Case r;

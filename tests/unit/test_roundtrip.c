@@ -51,7 +51,7 @@ static char *roundtrip(const Graph *g, const char *what)
 
 typedef struct OpCase {
     int op;
-    const char *in[3]; /* operand types, named %a, %b, %c */
+    const char *in[6]; /* operand types, named %a, %b, %c, ... */
     const char *out;   /* the declared type (OPF_TYPED ops) */
     Attr attr[4];
     int nattr;
@@ -60,6 +60,9 @@ typedef struct OpCase {
 
 static const int64_t i_1[] = {1}, i_0[] = {0}, i_m1[] = {-1}, i_10[] = {1, 0};
 static const double d_const[] = {1, 2.5, -3};
+
+/* conv's lists, static: the cases outlive the function that lists them */
+static const int64_t conv_stride[] = {2, 1}, conv_padding[] = {1, 0, 1, 2}, conv_dilation[] = {2};
 
 /* Ops whose operands or attributes need more than the generic unary/binary case. */
 static int special_cases(OpCase *c)
@@ -120,6 +123,15 @@ static int special_cases(OpCase *c)
         {OP_ATTENTION, {"f32[2,4,8]", "f32[2,4,8]", "f32[2,4,8]"}, NULL,
          {attr_bool("causal", true), attr_float("scale", 0.125)}, 2,
          "attention %a, %b, %c {causal=true, scale=0.125} : f32[2,4,8]"},
+        {OP_ATTENTION_LSE, {"bf16[B,H,4,8]", "bf16[B,H,6,8]"}, NULL, {attr_bool("causal", true)}, 1,
+         "attention_lse %a, %b {causal=true} : f32[B,H,4]"},
+        {OP_ATTENTION_GRAD, {"f32[B,T,8]", "f32[B,T,8]", "f32[B,T,8]", "f32[B,T,8]", "f32[B,T,8]",
+                             "f32[B,T]"}, NULL, {attr_float("scale", 0.5)}, 1,
+         "attention_grad %a, %b, %c, %d, %e, %f {scale=0.5} : f32[3,B,T,8]"},
+        {OP_CONV, {"f32[B,4,9,8]", "f32[6,2,3,3]"}, NULL,
+         {attr_ints("stride", 2, conv_stride), attr_ints("padding", 4, conv_padding),
+          attr_ints("dilation", 1, conv_dilation), attr_int("groups", 2)}, 4,
+         "conv %a, %b {stride=[2, 1], padding=[1, 0, 1, 2], dilation=[2], groups=2} : f32[B,6,4,6]"},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     memcpy(c, cases, sizeof cases);
@@ -146,12 +158,12 @@ static int generic_cases(OpCase *c, const bool *covered)
 
 static void run_case(const OpCase *c)
 {
-    static const char *names[] = {"a", "b", "c"};
+    static const char *names[] = {"a", "b", "c", "d", "e", "f"};
     Graph *g = graph_new("case");
     Err e = {0};
     Builder b = builder_make(g, &e);
-    int in[3], nin = 0;
-    for (; nin < 3 && c->in[nin]; nin++) {
+    int in[6], nin = 0;
+    for (; nin < 6 && c->in[nin]; nin++) {
         Type t = ty(g, c->in[nin]);
         in[nin] = b_input(&b, names[nin], &t);
     }
