@@ -226,10 +226,10 @@ project_scaling() {
 # on the GPU, each against PyTorch's output (the kit holds them as IR: no protobuf-c here).
 onnx_models() {
   local f name n=0
-  for f in .gpu-kit/reference/onnx/*.cir.xz; do
+  for f in .gpu-kit/reference/onnx/*.cir.gz; do
     [[ -e $f ]] || { echo "skipped: no exported models in .gpu-kit (make gpu-kit)"; return 0; }
-    name=$(basename "$f" .cir.xz)
-    xz -dc "$f" >"$WORK/$name.cir"
+    name=$(basename "$f" .cir.gz)
+    gzip -dc "$f" >"$WORK/$name.cir"
     "$COIL" run "$WORK/$name.cir" --device "$DEVICE" --out "$WORK/onnx-$name" \
       --input "x=tests/onnx/fixtures/models/${name}_x.npy" || return 1
     "$PYTHON" scripts/gpu/compare_npy.py "$WORK/onnx-$name/y.npy" \

@@ -6,7 +6,7 @@
 #                         (scripts/gpu/char_gpt2.args) on /usr/share/common-licenses/GPL-3:
 #                         one JSON line per step (loss, gradient norm, ...)
 #   char-gpt2-cpu.cmd     the command that wrote it
-#   onnx/NAME.cir.xz      each exported model of tests/onnx/fixtures/models as the IR it
+#   onnx/NAME.cir.gz      each exported model of tests/onnx/fixtures/models as the IR it
 #                         imports to (`coil dump`, which reads back exactly), since the GPU
 #                         machine has no protobuf-c to read .onnx files itself
 set -euo pipefail
@@ -36,7 +36,7 @@ echo "gpu-kit-reference.sh: $DIR/char-gpt2-cpu.jsonl ($steps steps on the CPU)"
 mkdir -p "$DIR/onnx"
 for model in tests/onnx/fixtures/models/*.onnx; do
   name=$(basename "$model" .onnx)
-  "$COIL" dump "$model" | xz -6 >"$DIR/onnx/$name.cir.xz.tmp"
-  mv "$DIR/onnx/$name.cir.xz.tmp" "$DIR/onnx/$name.cir.xz"
+  "$COIL" dump "$model" | gzip -9 >"$DIR/onnx/$name.cir.gz.tmp"
+  mv "$DIR/onnx/$name.cir.gz.tmp" "$DIR/onnx/$name.cir.gz"
 done
 echo "gpu-kit-reference.sh: $DIR/onnx ($(ls "$DIR/onnx" | wc -l) exported models as IR)"
