@@ -766,27 +766,36 @@ static Graph *live_copy(const Graph *g, Err *e)
 
 /* ---------------------------------------------------------------- loading */
 
-static Onnx__ModelProto *model_read(const char *path, Err *e)
+/* The whole file, malloc'd (its length in *len); NULL with the error set. */
+static uint8_t *read_all(const char *path, size_t *len, Err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         err_set(e, ERR_FILE, "%s: cannot open", path);
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0, got;
+    size_t cap = 1 << 16, got;
     uint8_t *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0)
-        if ((len += got) == cap) {
+    *len = 0;
+    while (buf && (got = fread(buf + *len, 1, cap - *len, f)) > 0)
+        if ((*len += got) == cap) {
             uint8_t *grown = realloc(buf, cap *= 2);
             if (!grown)
                 free(buf);
             buf = grown;
         }
     fclose(f);
-    if (!buf) {
-        err_set(e, ERR_MEMORY, "%s: out of memory reading the model", path);
+    if (!buf)
+        err_set(e, ERR_MEMORY, "%s: out of memory reading it", path);
+    return buf;
+}
+
+static Onnx__ModelProto *model_read(const char *path, Err *e)
+{
+    size_t len;
+    uint8_t *buf = read_all(path, &len, e);
+    if (!buf)
         return NULL;
-    }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
     if (!m || !m->graph) {
@@ -834,22 +843,11 @@ Graph *onnx_load(const char *path, const ModelOptions *opt, Err *e)
 bool onnx_tensor_file(const char *path, Tensor *out, Err *e)
 {
     *out = (Tensor){0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(e, ERR_FILE, "%s: cannot open", path);
+    size_t len;
+    uint8_t *buf = read_all(path, &len, e);
+    if (!buf)
         return false;
-    }
-    size_t cap = 1 << 16, len = 0, got;
-    uint8_t *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0)
-        if ((len += got) == cap) {
-            uint8_t *grown = realloc(buf, cap *= 2);
-            if (!grown)
-                free(buf);
-            buf = grown;
-        }
-    fclose(f);
-    Onnx__TensorProto *t = buf ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, buf);
     free(buf);
     if (!t) {
         err_set(e, ERR_INPUT, "%s: not an ONNX TensorProto", path);

@@ -392,6 +392,25 @@ bool conv_gather(Cv *c)
     return true;
 }
 
+/* For each element of idx (of type it), the linear index into x (of static type t) of the
+ * element at its position with the axis's coordinate replaced by its value:
+ * sum_d coord_d * stride_d. *numel is x's element count. */
+static int element_index(Cv *c, int idx, const Type *it, const Type *t, int axis, int64_t *numel)
+{
+    Type it64 = *it;
+    it64.dt = DT_I64;
+    int wrapped = wrap_indices(c, cv_cast(c, idx, DT_I64), t->dim[axis].k), lin = -1;
+    int64_t stride = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        int coord = d == axis ? wrapped : b_iota(cv_b(c), &it64, d);
+        int term = cv_bin(c, OP_MUL, coord, cv_scalar(c, (double)stride, DT_I64));
+        lin = lin < 0 ? term : cv_bin(c, OP_ADD, lin, term);
+        stride *= t->dim[d].k;
+    }
+    *numel = stride;
+    return lin;
+}
+
 /* GatherElements: x[..., idx[...], ...] along axis, as a gather from x flattened at the
  * linear index sum_d coord_d * stride_d with idx standing in for the axis's coordinate. */
 bool conv_gather_elements(Cv *c)
@@ -403,20 +422,11 @@ bool conv_gather_elements(Cv *c)
     if (!axis_norm(cv_int(c, "axis", 0), t.rank, &axis))
         return cv_invalid(c, "axis %lld is out of range", (long long)cv_int(c, "axis", 0));
     bool overflow = false;
-    Dim numel = type_numel(&t, &overflow);
-    if (!dim_is_static(numel) || !dim_is_static(type_numel(&it, &overflow)))
+    if (!dim_is_static(type_numel(&t, &overflow)) || !dim_is_static(type_numel(&it, &overflow)))
         return cv_unsupported(c, "symbolic dims");
-    Type it64 = it;
-    it64.dt = DT_I64;
-    int wrapped = wrap_indices(c, cv_cast(c, idx, DT_I64), t.dim[axis].k), lin = -1;
-    int64_t stride = 1;
-    for (int d = t.rank - 1; d >= 0; d--) {
-        int coord = d == axis ? wrapped : b_iota(cv_b(c), &it64, d);
-        int term = cv_bin(c, OP_MUL, coord, cv_scalar(c, (double)stride, DT_I64));
-        lin = lin < 0 ? term : cv_bin(c, OP_ADD, lin, term);
-        stride *= t.dim[d].k;
-    }
-    Dim flat = numel;
+    int64_t count;
+    int lin = element_index(c, idx, &it, &t, axis, &count);
+    Dim flat = dim_static(count);
     c->out[0] = b_gather(cv_b(c), cv_reshape(c, x, 1, &flat), lin, 0);
     return true;
 }
@@ -581,16 +591,8 @@ bool conv_scatter_elements(Cv *c)
         return false;
     if (!axis_norm(cv_int(c, "axis", 0), t.rank, &axis))
         return cv_invalid(c, "axis is out of range");
-    Type it64 = it;
-    it64.dt = DT_I64;
-    int wrapped = wrap_indices(c, cv_cast(c, idx, DT_I64), t.dim[axis].k), lin = -1;
-    int64_t stride = 1;
-    for (int d = t.rank - 1; d >= 0; d--) {
-        int coord = d == axis ? wrapped : b_iota(cv_b(c), &it64, d);
-        int term = cv_bin(c, OP_MUL, coord, cv_scalar(c, (double)stride, DT_I64));
-        lin = lin < 0 ? term : cv_bin(c, OP_ADD, lin, term);
-        stride *= t.dim[d].k;
-    }
+    int64_t stride;
+    int lin = element_index(c, idx, &it, &t, axis, &stride);
     bool overflow = false;
     Dim q = type_numel(&it, &overflow), one = dim_static(1);
     int data2 = cv_reshape(c, x, 2, (Dim[]){dim_static(stride), one});
