@@ -49,6 +49,23 @@ char *cuda_variants_part(const Program *p, int k, const char *prefix, bool prelu
 #define CUDA_ATTN_QUERIES 64
 #define CUDA_ATTN_TILE 32
 
+/* Where it fits (attention_mma.c), step s also has `coil_attention_<s>_mma`: the same
+ * grid (CUDA_ATTN_QUERIES queries per block) on CUDA_ATTN_MMA_THREADS threads, Q K^T and
+ * P V on tensor cores (mma.sync m16n8k16, f32 accumulators; sm_80 and later). */
+#define CUDA_ATTN_MMA_THREADS 128
+/* Whether attention a has a tensor-core kernel: a forward pass with Q, K and V all f16 or
+ * all bf16, head sizes multiples of 16 up to 128. */
+bool cuda_attention_mma_fits(const Program *p, const Attention *a);
+/* For the emitters (emit.c, attention_mma.c): attention step s's kernel signature (the
+ * name prefix, coil_attention_<s>, suffix), its operands' pointers, sizes, batch indices,
+ * offsets (off_q...) and strides (rs_q, cs_q...); a size from the symbol table; the type a
+ * dtype is stored as; the tensor-core kernel. */
+void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefix,
+                             const char *suffix, int threads);
+void cuda_put_dim(Text *t, Dim d);
+const char *cuda_mem_type(DType dt);
+void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix);
+
 /* The program's kernels (GEMM steps are the runtime's: cuBLAS) as CUDA C++ source,
  * malloc'd; NULL with e set when a kernel cannot be expressed. */
 char *cuda_source(const Program *p, Err *e);

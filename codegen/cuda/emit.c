@@ -39,15 +39,16 @@ static bool is_float(DType dt) { return dtype_info[dt].is_float; }
 
 CudaShape cuda_shape(const Kernel *k) { return k->ninner > 0 ? CUDA_ROWS : CUDA_POINTWISE; }
 
-/* A size: k times its symbols (squared ones twice), from the symbol table. */
-static void put_dim(Emit *em, Dim d)
+void cuda_put_dim(Text *t, Dim d)
 {
-    put(em, "(%lldLL", (long long)d.k);
+    text_put(t, "(%lldLL", (long long)d.k);
     for (int s = 0; s < COIL_MAX_SYMS; s++)
         for (int n = (d.syms >> s & 1) + (d.sq >> s & 1); n > 0; n--)
-            put(em, " * coil_syms[%d]", s);
-    put(em, ")");
+            text_put(t, " * coil_syms[%d]", s);
+    text_put(t, ")");
 }
+
+static void put_dim(Emit *em, Dim d) { cuda_put_dim(&em->t, d); }
 
 /* ---------------------------------------------------------------- expressions */
 
@@ -438,16 +439,55 @@ static void emit_kernel(Emit *em, int k, CudaKernelConfig cfg, const char *suffi
 
 /* ---------------------------------------------------------------- attention */
 
-static void put_operand_offset(Emit *em, const char *name, const GemmOperand *o, int nbatch)
+static void put_operand_offset(Text *t, const char *name, const GemmOperand *o, int nbatch)
 {
-    put(em, "  long long %s = ", name);
-    put_dim(em, o->offset);
+    text_put(t, "  long long %s = ", name);
+    cuda_put_dim(t, o->offset);
     for (int d = 0; d < nbatch; d++) {
-        put(em, " + coil_b%d * ", d);
-        put_dim(em, o->batch_stride[d]);
+        text_put(t, " + coil_b%d * ", d);
+        cuda_put_dim(t, o->batch_stride[d]);
     }
-    put(em, ";\n");
+    text_put(t, ";\n");
 }
+
+void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefix,
+                             const char *suffix, int threads)
+{
+    const Attention *a = &p->step[s].attn;
+    const GemmOperand *op[4] = {&a->q, &a->k, &a->v, &a->o};
+    const char *names[4] = {"q", "k", "v", "o"};
+    text_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) %scoil_attention_%d%s(void "
+             "*const *__restrict__ coil_bufs, const long long *__restrict__ coil_syms)\n{\n",
+             threads, prefix, s, suffix);
+    for (int i = 0; i < 4; i++) {
+        DType dt = p->buf[op[i]->buf].dt;
+        text_put(t, "  %s *%s = (%s *)coil_bufs[%d];\n", mem_type[dt], names[i], mem_type[dt],
+                 op[i]->buf);
+    }
+    text_put(t, "  const long long tq = ");
+    cuda_put_dim(t, a->tq);
+    text_put(t, ", tk = ");
+    cuda_put_dim(t, a->tk);
+    text_put(t, ";\n  long long coil_rest = blockIdx.x;\n");
+    for (int d = a->nbatch - 1; d >= 0; d--) {
+        text_put(t, "  const long long coil_n%d = ", d);
+        cuda_put_dim(t, a->batch[d]);
+        text_put(t, ", coil_b%d = coil_rest %% coil_n%d; coil_rest /= coil_n%d;\n", d, d, d);
+    }
+    text_put(t, "  (void)coil_rest;\n");
+    for (int i = 0; i < 4; i++) {
+        char off[8];
+        snprintf(off, sizeof off, "off_%s", names[i]);
+        put_operand_offset(t, off, op[i], a->nbatch);
+        text_put(t, "  const long long rs_%s = ", names[i]);
+        cuda_put_dim(t, op[i]->row_stride);
+        text_put(t, ", cs_%s = ", names[i]);
+        cuda_put_dim(t, op[i]->col_stride);
+        text_put(t, ";\n");
+    }
+}
+
+const char *cuda_mem_type(DType dt) { return mem_type[dt]; }
 
 static const char *load_fn(DType dt)
 {
@@ -457,44 +497,12 @@ static const char *load_fn(DType dt)
 /* Attention as one kernel, FlashAttention's way on CUDA cores: a thread per query (its row
  * of Q scaled, in registers), the keys and values in tiles of CUDA_ATTN_TILE through
  * shared memory, an online softmax (running max and sum, rescaled once per tile), so the
- * T x T scores never reach memory. Causal: a block stops at its last query's key. */
+ * T x T scores never reach memory. Causal: a block stops at its last query's key. The
+ * tensor-core kernel is attention_mma.c's. */
 static void emit_attention(Emit *em, int s)
 {
     const Attention *a = &em->p->step[s].attn;
-    const GemmOperand *op[4] = {&a->q, &a->k, &a->v, &a->o};
-    const char *names[4] = {"q", "k", "v", "o"};
-    put(em, "extern \"C\" __global__ void __launch_bounds__(%d) %scoil_attention_%d(void *const "
-        "*__restrict__ coil_bufs, const long long *__restrict__ coil_syms)\n{\n",
-        CUDA_ATTN_QUERIES, em->prefix, s);
-    for (int i = 0; i < 4; i++) {
-        DType dt = em->p->buf[op[i]->buf].dt;
-        put(em, "  %s *%s = (%s *)coil_bufs[%d];\n", mem_type[dt], names[i], mem_type[dt],
-            op[i]->buf);
-    }
-    put(em, "  const long long tq = ");
-    put_dim(em, a->tq);
-    put(em, ", tk = ");
-    put_dim(em, a->tk);
-    put(em, ";\n  long long coil_rest = blockIdx.x;\n");
-    for (int d = a->nbatch - 1; d >= 0; d--) {
-        put(em, "  const long long coil_n%d = ", d);
-        put_dim(em, a->batch[d]);
-        put(em, ", coil_b%d = coil_rest %% coil_n%d; coil_rest /= coil_n%d;\n", d, d, d);
-    }
-    put(em, "  (void)coil_rest;\n");
-    for (int i = 0; i < 4; i++) {
-        char off[8];
-        snprintf(off, sizeof off, "off_%s", names[i]);
-        put_operand_offset(em, off, op[i], a->nbatch);
-    }
-    const char *rs[4] = {"rs_q", "rs_k", "rs_v", "rs_o"}, *cs[4] = {"cs_q", "cs_k", "cs_v", "cs_o"};
-    for (int i = 0; i < 4; i++) {
-        put(em, "  const long long %s = ", rs[i]);
-        put_dim(em, op[i]->row_stride);
-        put(em, ", %s = ", cs[i]);
-        put_dim(em, op[i]->col_stride);
-        put(em, ";\n");
-    }
+    cuda_put_attention_head(&em->t, em->p, s, em->prefix, "", CUDA_ATTN_QUERIES);
     DType qt = em->p->buf[a->q.buf].dt, kt = em->p->buf[a->k.buf].dt, vt = em->p->buf[a->v.buf].dt,
           ot = em->p->buf[a->o.buf].dt;
     put(em,
@@ -591,8 +599,11 @@ char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *
     for (int k = 0; em.need && k < p->nkernel; k++)
         emit_kernel(&em, k, (CudaKernelConfig){CUDA_BLOCK, 1, 0}, "");
     for (int s = 0; em.need && s < p->nstep; s++)
-        if (p->step[s].kind == STEP_ATTENTION)
+        if (p->step[s].kind == STEP_ATTENTION) {
             emit_attention(&em, s);
+            if (cuda_attention_mma_fits(p, &p->step[s].attn))
+                cuda_put_attention_mma(&em.t, p, s, prefix);
+        }
     return emit_end(&em, e);
 }
 

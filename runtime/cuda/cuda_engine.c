@@ -47,6 +47,7 @@ static bool alloc_tables(CudaEngine *en, Err *e)
     size_t nbuf = (size_t)p->nbuf + 1, nstep = (size_t)p->nstep + 1;
     en->fn = calloc((size_t)p->nkernel + 1, sizeof *en->fn);
     en->attn_fn = calloc(nstep, sizeof *en->attn_fn);
+    en->attn_mma_fn = calloc(nstep, sizeof *en->attn_mma_fn);
     en->param_src = calloc(nbuf, sizeof *en->param_src);
     en->off = calloc(nbuf, sizeof *en->off);
     en->addr = calloc(nbuf, sizeof *en->addr);
@@ -64,7 +65,7 @@ static bool alloc_tables(CudaEngine *en, Err *e)
         en->ev = calloc(nstep, sizeof *en->ev);
         en->step_s = calloc(nstep, sizeof *en->step_s);
     }
-    if (!en->fn || !en->attn_fn || !en->param_src || !en->off || !en->addr || !en->gemm || !en->lts ||
+    if (!en->fn || !en->attn_fn || !en->attn_mma_fn || !en->param_src || !en->off || !en->addr || !en->gemm || !en->lts ||
         !en->ltp || !en->cfg || !en->vmod || !en->vfn || !en->range_buf || !en->skip ||
         (en->o.profile && (!en->ev || !en->step_s))) {
         err_set(e, ERR_MEMORY, "out of memory creating a CUDA engine for %d buffers", p->nbuf);
@@ -122,6 +123,11 @@ static bool load_module(CudaEngine *en, Err *e)
         snprintf(fn, sizeof fn, "coil_attention_%d", s);
         snprintf(name, sizeof name, "cuModuleGetFunction(%s)", fn);
         ok = cu_ok(en->cu->cuModuleGetFunction(&en->attn_fn[s], en->mod, fn), name, e);
+        if (!ok || en->info.major < 8 || !cuda_attention_mma_fits(p, &p->step[s].attn))
+            continue;
+        snprintf(fn, sizeof fn, "coil_attention_%d_mma", s);
+        snprintf(name, sizeof name, "cuModuleGetFunction(%s)", fn);
+        ok = cu_ok(en->cu->cuModuleGetFunction(&en->attn_mma_fn[s], en->mod, fn), name, e);
     }
     return ok && cu_ok(en->cu->cuModuleGetFunction(&en->pack, en->mod, "coil_pack"),
                        "cuModuleGetFunction(coil_pack)", e);
@@ -223,6 +229,7 @@ void cuda_engine_free(CudaEngine *en)
     }
     free(en->fn);
     free(en->attn_fn);
+    free(en->attn_mma_fn);
     free(en->param_src);
     free(en->off);
     free(en->addr);

@@ -111,11 +111,20 @@ const double *cuda_engine_step_seconds(const CudaEngine *en);
  * it, else cuBLAS and the epilogue kernel), cuBLAS, or cuBLASLt's algorithm `algo` of its
  * heuristic's list, with the epilogue fused (when it can) or `separate`, a kernel. */
 typedef enum CudaGemmPath { CUDA_GEMM_AUTO, CUDA_GEMM_CUBLAS, CUDA_GEMM_LT } CudaGemmPath;
+/* An attention step: its kernel on CUDA cores, or on tensor cores where that one fits
+ * (codegen/cuda: cuda_attention_mma_fits) and the device has them (sm_80 and later);
+ * AUTO is the default cuda_launch.c names. */
+typedef enum CudaAttentionKernel {
+    CUDA_ATTENTION_AUTO,
+    CUDA_ATTENTION_CORES,
+    CUDA_ATTENTION_MMA
+} CudaAttentionKernel;
 typedef struct CudaStepConfig {
     CudaKernelConfig kernel;
     CudaGemmPath path;
     int algo;
     bool separate;
+    CudaAttentionKernel attention;
 } CudaStepConfig;
 
 /* Step s configured (NULL: the heuristics). A kernel variant is compiled (NVRTC, through

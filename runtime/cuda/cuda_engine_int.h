@@ -44,6 +44,7 @@ struct CudaEngine {
     CUmodule mod;
     CUfunction *fn, pack;
     CUfunction *attn_fn; /* by step: an attention step's own kernel */
+    CUfunction *attn_mma_fn; /* by step: its tensor-core kernel (NULL: none fits or runs) */
     cublasHandle_t blas;
     cublasLtHandle_t blt;
     CUdeviceptr workspace;

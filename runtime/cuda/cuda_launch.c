@@ -26,6 +26,9 @@ bool cuda_launch(CudaEngine *en, int k, int s, const SymBind *sb, Err *e)
     return cu_ok(r, what, e);
 }
 
+/* An attention step's kernel when its configuration says AUTO. */
+#define ATTENTION_DEFAULT CUDA_ATTENTION_MMA
+
 static bool launch_attention(CudaEngine *en, int s, const SymBind *sb, Err *e)
 {
     CudaGrid G;
@@ -33,13 +36,17 @@ static bool launch_attention(CudaEngine *en, int s, const SymBind *sb, Err *e)
         return false;
     if (G.x == 0 || G.y == 0)
         return true;
+    CudaAttentionKernel want = en->cfg[s].attention ? en->cfg[s].attention : ATTENTION_DEFAULT;
+    bool mma = want == CUDA_ATTENTION_MMA && en->attn_mma_fn[s];
+    G.threads = mma ? CUDA_ATTN_MMA_THREADS : G.threads;
     void *args[] = {&en->bufs_dev, &en->syms_dev};
     en->stats.launches++;
-    CUresult r = en->cu->cuLaunchKernel(en->attn_fn[s], (unsigned)G.x, (unsigned)G.y, 1,
-                                        (unsigned)G.threads, 1, 1, 0, en->stream, args, NULL);
+    CUresult r = en->cu->cuLaunchKernel(mma ? en->attn_mma_fn[s] : en->attn_fn[s], (unsigned)G.x,
+                                        (unsigned)G.y, 1, (unsigned)G.threads, 1, 1, 0,
+                                        en->stream, args, NULL);
     char what[200];
-    snprintf(what, sizeof what, "cuLaunchKernel(coil_attention_%d, %lld x %lld blocks of %d)", s,
-             (long long)G.x, (long long)G.y, G.threads);
+    snprintf(what, sizeof what, "cuLaunchKernel(coil_attention_%d%s, %lld x %lld blocks of %d)",
+             s, mma ? "_mma" : "", (long long)G.x, (long long)G.y, G.threads);
     return cu_ok(r, what, e);
 }
 

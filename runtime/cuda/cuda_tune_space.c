@@ -5,7 +5,7 @@
 #include "runtime/cuda/cuda_mapping.h"
 #include "runtime/cuda/cuda_tune.h"
 
-enum { K_THREADS, K_ITEMS, K_WAVES, K_PATH, K_ALGO, K_EPI, K_COUNT };
+enum { K_THREADS, K_ITEMS, K_WAVES, K_PATH, K_ALGO, K_EPI, K_ATTN, K_COUNT };
 
 /* Every knob present, at one value: a step fills in the ones it has. */
 static void empty_space(TuneSpace *sp)
@@ -59,6 +59,16 @@ static void gemm_space(TuneSpace *sp, const Gemm *g, int nfused, int nplain)
         tune_add_value(sp, K_EPI, 1, "kernel");
 }
 
+/* Attention: the kernel on CUDA cores (the reference) or on tensor cores, where it fits. */
+static void attention_space(TuneSpace *sp, const Program *p, const Attention *a)
+{
+    if (!cuda_attention_mma_fits(p, a))
+        return;
+    tune_knob(sp, K_ATTN, "attention", -1, 0);
+    tune_add_value(sp, K_ATTN, CUDA_ATTENTION_CORES, "cores");
+    tune_add_value(sp, K_ATTN, CUDA_ATTENTION_MMA, "mma");
+}
+
 void tune_cuda_space(const Program *p, int s, int nfused, int nplain, TuneSpace *sp)
 {
     const Step *st = &p->step[s];
@@ -67,11 +77,13 @@ void tune_cuda_space(const Program *p, int s, int nfused, int nplain, TuneSpace 
         kernel_space(sp, &p->kernel[st->kernel]);
     else if (st->kind == STEP_GEMM)
         gemm_space(sp, &st->gemm, nfused, nplain);
+    else if (st->kind == STEP_ATTENTION)
+        attention_space(sp, p, &st->attn);
     bool any = false;
     for (int k = 0; k < sp->nknob; k++)
         any = any || sp->knob[k].n > 1;
     if (!any)
-        memset(sp, 0, sizeof *sp); /* an attention step, or cuBLASLt takes nothing */
+        memset(sp, 0, sizeof *sp); /* attention on CUDA cores only, or cuBLASLt takes nothing */
 }
 
 CudaStepConfig tune_cuda_config(const TuneSpace *sp, const TunePoint *pt)
@@ -86,6 +98,7 @@ CudaStepConfig tune_cuda_config(const TuneSpace *sp, const TunePoint *pt)
         .path = (CudaGemmPath)path,
         .algo = lt ? (int)tune_value(sp, pt, K_ALGO) : 0,
         .separate = lt && tune_value(sp, pt, K_EPI) == 1,
+        .attention = (CudaAttentionKernel)tune_value(sp, pt, K_ATTN),
     };
 }
 

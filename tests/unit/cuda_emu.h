@@ -20,10 +20,17 @@ struct dim3 {
 inline thread_local dim3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
+#define COIL_EMU 1 /* the prelude's tensor-core helpers call coil_emu_mma below */
+
+struct CoilEmuFragments {
+    unsigned a[4], b[2]; /* one lane's registers of an m16n8k16 A and B */
+};
+
 struct CoilEmu {
     std::barrier<> *sync;                 /* the whole block: __syncthreads */
-    std::deque<std::barrier<>> warp_sync; /* one per warp: shuffles */
+    std::deque<std::barrier<>> warp_sync; /* one per warp: shuffles and mma */
     std::vector<unsigned long long> slot; /* a shuffle's values, one per thread */
+    std::vector<CoilEmuFragments> mma;    /* an mma's operands, one per thread */
 };
 inline CoilEmu coil_emu;
 
@@ -36,22 +43,66 @@ inline CoilEmu coil_emu;
 
 inline void __syncthreads() { coil_emu.sync->arrive_and_wait(); }
 
-/* Every thread of the warp calls it (the full mask coil always passes), so the warp's own
- * barrier orders the exchange; lane + o beyond the warp keeps its own value, as on a GPU. */
-template <class T> T __shfl_down_sync(unsigned, T v, int o)
+/* A shuffle: every thread of the warp calls it (the full mask coil always passes), so the
+ * warp's own barrier orders the exchange; each thread gets thread src's value, or keeps
+ * its own where src is outside the warp (or the block), as on a GPU. */
+template <class T> T coil_emu_shuffle(T v, unsigned src, bool inside)
 {
     static_assert(sizeof(T) <= sizeof(unsigned long long), "shuffled values are 8 bytes at most");
-    unsigned t = threadIdx.x, lane = t & 31;
+    unsigned t = threadIdx.x;
     unsigned long long bits = 0;
     std::memcpy(&bits, &v, sizeof v);
     std::barrier<> &warp = coil_emu.warp_sync[t / 32];
     coil_emu.slot[t] = bits;
     warp.arrive_and_wait();
     T r = v;
-    if (lane + (unsigned)o < 32 && t + (unsigned)o < blockDim.x)
-        std::memcpy(&r, &coil_emu.slot[t + (unsigned)o], sizeof r);
+    if (inside && src < blockDim.x)
+        std::memcpy(&r, &coil_emu.slot[src], sizeof r);
     warp.arrive_and_wait();
     return r;
+}
+
+template <class T> T __shfl_down_sync(unsigned, T v, int o)
+{
+    return coil_emu_shuffle(v, threadIdx.x + (unsigned)o, (threadIdx.x & 31) + (unsigned)o < 32);
+}
+
+template <class T> T __shfl_xor_sync(unsigned, T v, int o)
+{
+    return coil_emu_shuffle(v, threadIdx.x ^ (unsigned)o, true);
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: every lane of the warp calls it with
+ * its registers, laid out as the PTX ISA gives them (g = lane / 4, q = lane % 4, each
+ * register a pair, the lower half the lower column or row):
+ *   A 16x16: a0 (row g, cols 2q..2q+1), a1 (row g+8, same), a2 (row g, cols 2q+8..2q+9),
+ *            a3 (row g+8, cols 2q+8..2q+9);
+ *   B 16x8:  b0 (rows 2q..2q+1, col g), b1 (rows 2q+8..2q+9, col g);
+ *   C, D 16x8 (f32): d0, d1 (row g, cols 2q, 2q+1), d2, d3 (row g+8, same).
+ * The lanes post their A and B, then each sums its own four results in f32. */
+inline void coil_emu_mma(float *d, const unsigned *a, const unsigned *b,
+                         float (*to_f32)(unsigned short))
+{
+    unsigned t = threadIdx.x, lane = t & 31, warp0 = t - lane, g = lane / 4, q = lane % 4;
+    std::barrier<> &warp = coil_emu.warp_sync[t / 32];
+    std::memcpy(coil_emu.mma[t].a, a, sizeof coil_emu.mma[t].a);
+    std::memcpy(coil_emu.mma[t].b, b, sizeof coil_emu.mma[t].b);
+    warp.arrive_and_wait();
+    auto half = [&](unsigned reg, unsigned k) { return to_f32((unsigned short)(reg >> 16 * (k & 1))); };
+    auto A = [&](unsigned r, unsigned k) {
+        return half(coil_emu.mma[warp0 + r % 8 * 4 + k % 8 / 2].a[(r >= 8) + 2 * (k >= 8)], k);
+    };
+    auto B = [&](unsigned k, unsigned n) {
+        return half(coil_emu.mma[warp0 + n * 4 + k % 8 / 2].b[k >= 8], k);
+    };
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned row = g + 8 * (i / 2), col = 2 * q + (i & 1);
+        float sum = d[i];
+        for (unsigned k = 0; k < 16; k++)
+            sum += A(row, k) * B(k, col);
+        d[i] = sum;
+    }
+    warp.arrive_and_wait();
 }
 
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
@@ -77,6 +128,7 @@ extern "C" void coil_emu_launch(CoilEmuKernel fn, unsigned gx, unsigned gy, unsi
     for (unsigned w = 0; w < bx / 32; w++)
         coil_emu.warp_sync.emplace_back(32);
     coil_emu.slot.assign(bx, 0);
+    coil_emu.mma.assign(bx, CoilEmuFragments{});
     blockDim = dim3{bx, 1, 1};
     gridDim = dim3{gx, gy, 1};
     std::vector<std::thread> threads;

@@ -75,6 +75,35 @@ static void test_fixtures(void)
     printf("%d op fixtures: %d kernels compiled for sm_80 and sm_90a\n", n, kernels);
 }
 
+/* The tensor-core attention kernels (f16, bf16; causal or not; head sizes 16 to 128)
+ * are in the source and compile for both architectures. */
+static void test_attention_mma(void)
+{
+    static const char *const shapes[][2] = {
+        {"bf16", "[2,12,1024,64]"}, {"f16", "[1,4,100,128]"}, {"bf16", "[3,77,16]"}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            char text[600], label[64];
+            const char *dt = shapes[i][0], *sh = shapes[i][1];
+            snprintf(text, sizeof text,
+                     "graph @a(%%q: %s%s, %%k: %s%s, %%v: %s%s) -> (y: %s%s) {\n"
+                     "  %%y = attention %%q, %%k, %%v {causal=%s} : %s%s\n  return %%y\n}\n",
+                     dt, sh, dt, sh, dt, sh, dt, sh, causal ? "true" : "false", dt, sh);
+            snprintf(label, sizeof label, "attention_mma_%s_%zu_%d.cu", dt, i, causal);
+            Err e = {0};
+            Graph *g = ir_parse(text, strlen(text), label, &e);
+            Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
+            char *src = p ? cuda_source(p, &e) : NULL;
+            CHECK(src && strstr(src, "coil_attention_0_mma(") && strstr(src, "coil_mma_"));
+            free(src);
+            program_free(p);
+            if (g)
+                compile_graph(graph_copy(g, &e), label);
+            graph_free(g);
+        }
+    printf("tensor-core attention: 6 kernels compiled for sm_80 and sm_90a\n");
+}
+
 static void test_examples(void)
 {
     static const struct {
@@ -237,6 +266,7 @@ int main(int argc, char **argv)
     test_builtins_found();
     test_cache();
     test_examples();
+    test_attention_mma();
     test_fixtures();
     return check_status();
 }

@@ -60,6 +60,26 @@ static const char *const large_cases[][2] = {
                    "  %y = softmax %x : f32[300,37]\n  return %y\n}\n"},
     {"large_inner", "graph @i(%x: f32[5,1100]) -> (y: f32[5,1100]) {\n"
                     "  %y = log_softmax %x : f32[5,1100]\n  return %y\n}\n"},
+    /* attention with a tensor-core kernel: query and key tails, several tiles and query
+     * blocks, causal skipping, both formats, head sizes 32 to 128 */
+    {"mma_bf16_tails", "graph @a(%q: bf16[2,3,70,64], %k: bf16[2,3,90,64], %v: bf16[2,3,90,64]) "
+                       "-> (y: bf16[2,3,70,64]) {\n"
+                       "  %y = attention %q, %k, %v : bf16[2,3,70,64]\n  return %y\n}\n"},
+    {"mma_bf16_causal", "graph @a(%q: bf16[1,2,150,64], %k: bf16[1,2,150,64], %v: bf16[1,2,150,64]) "
+                        "-> (y: bf16[1,2,150,64]) {\n  %y = attention %q, %k, %v {causal=true} : "
+                        "bf16[1,2,150,64]\n  return %y\n}\n"},
+    {"mma_f16_causal_dv", "graph @a(%q: f16[2,40,32], %k: f16[2,100,32], %v: f16[2,100,48]) "
+                          "-> (y: f16[2,40,48]) {\n  %y = attention %q, %k, %v {causal=true, "
+                          "scale=0.3} : f16[2,40,48]\n  return %y\n}\n"},
+    /* K and V through transposes: strided, so the kernel loads them element by element */
+    {"mma_bf16_strided", "graph @a(%q: bf16[2,33,32], %kt: bf16[2,32,80], %vt: bf16[2,16,80]) "
+                         "-> (y: bf16[2,33,16]) {\n"
+                         "  %k = transpose %kt {perm=[0, 2, 1]} : bf16[2,80,32]\n"
+                         "  %v = transpose %vt {perm=[0, 2, 1]} : bf16[2,80,16]\n"
+                         "  %y = attention %q, %k, %v : bf16[2,33,16]\n  return %y\n}\n"},
+    {"mma_bf16_head128", "graph @a(%q: bf16[1,20,128], %k: bf16[1,70,128], %v: bf16[1,70,128]) "
+                         "-> (y: bf16[1,20,128]) {\n"
+                         "  %y = attention %q, %k, %v : bf16[1,20,128]\n  return %y\n}\n"},
 };
 
 static bool emu_make(Emu *u, const char *name, const char *text)
@@ -77,7 +97,7 @@ static bool emu_make(Emu *u, const char *name, const char *text)
             shape[d] = t->dim[d].k;
         ok = tensor_alloc(&u->c.in[i], t->dt, t->rank, shape, &e);
         for (int64_t j = 0; ok && j < tensor_numel(&u->c.in[i]); j++)
-            ((float *)u->c.in[i].data)[j] = (float)((j * 7919 % 1000) / 250.0 - 2.0);
+            dtype_store(t->dt, u->c.in[i].data, j, (j * 7919 % 1000) / 250.0 - 2.0);
     }
     ok = ok && (u->g = graph_copy(u->c.g, &e)) && run_passes(&u->g, pass_pipeline_cuda, &e) &&
          (u->p = fuse_and_lower(u->g, NULL, &e));
@@ -142,6 +162,7 @@ typedef struct Run {
     void **bufs;
     SymBind sb;
     const CudaKernelConfig *cfg; /* kernel steps' launch (NULL: the heuristics) */
+    bool mma;                    /* attention on tensor cores, where that kernel fits */
 } Run;
 
 static KernelEntry entry(const Run *r, const char *name)
@@ -176,20 +197,24 @@ static void launch_kernel(const Run *r, int k, bool step)
                   (const long long *)r->sb.val);
 }
 
-static int attention_launches; /* so the check below sees the fused kernel really ran */
+/* so the checks below see the fused kernels really ran */
+static int attention_launches, mma_launches;
 
 static void launch_attention(const Run *r, int s)
 {
     CudaGrid G;
     Err e = {0};
     char name[64];
-    snprintf(name, sizeof name, "coil_attention_%d", s);
+    bool mma = r->mma && cuda_attention_mma_fits(r->p, &r->p->step[s].attn);
+    snprintf(name, sizeof name, "coil_attention_%d%s", s, mma ? "_mma" : "");
     KernelEntry fn = entry(r, name);
     if (!cuda_attention_dims(&r->p->step[s].attn, &r->sb, &G, &e)) {
         fprintf(stderr, "%s\n", e.msg);
         check_failures++;
     } else if (fn && G.x > 0 && G.y > 0) {
         attention_launches++;
+        mma_launches += mma;
+        G.threads = mma ? CUDA_ATTN_MMA_THREADS : G.threads;
         r->launch(fn, (unsigned)G.x, (unsigned)G.y, (unsigned)G.threads, r->bufs,
                   (const long long *)r->sb.val);
     }
@@ -238,22 +263,46 @@ static bool bind(Run *r, const Emu *u, Tensor *out, DType *dts, Err *e)
     return true;
 }
 
+/* The tensor-core attention rounds P to the inputs' format before P V, as FlashAttention
+ * does: held to the largest output's magnitude (bf16: 2^-7 of it, f16: 2^-9), not each
+ * element's, since an output near zero is a sum that cancels. */
+static void check_normwise(const Case *c, Tensor *out, const Tensor *want)
+{
+    for (int i = 0; i < c->g->noutput; i++) {
+        double big = 0, worst = 0, tol = want[i].dt == DT_F16 ? 0x1p-9 : 0x1p-7;
+        for (int64_t j = 0; j < tensor_numel(&want[i]); j++)
+            big = fmax(big, fabs(dtype_load(want[i].dt, want[i].data, j)));
+        for (int64_t j = 0; j < tensor_numel(&want[i]); j++)
+            worst = fmax(worst, fabs(dtype_load(out[i].dt, out[i].data, j) -
+                                     dtype_load(want[i].dt, want[i].data, j)));
+        if (!(worst <= tol * big)) {
+            fprintf(stderr, "%s [tensor cores, emulated]: %s is off by %g, more than %g of the "
+                    "largest output %g\n", c->name, c->g->output_name[i], worst, tol, big);
+            check_failures++;
+        }
+        tensor_free(&out[i]);
+    }
+}
+
 /* The emulated run against the interpreter on the same graph (attention whole), both at
- * rng step `step` (the syms table's last slot). */
+ * rng step `step` (the syms table's last slot); `mma`: attention on tensor cores. */
 static void run_case(void *lib, LaunchFn launch, int index, const Emu *u, uint64_t step,
-                     const CudaKernelConfig *cfg)
+                     const CudaKernelConfig *cfg, bool mma)
 {
     Err e = {0};
     const Program *p = u->p;
     Tensor out[16] = {{0}}, want[16] = {{0}};
     DType *dts = calloc((size_t)p->nbuf + 1, sizeof *dts);
     Run r = {.lib = lib, .launch = launch, .index = index, .p = p,
-             .bufs = calloc((size_t)p->nbuf + 1, sizeof(void *)), .cfg = cfg};
+             .bufs = calloc((size_t)p->nbuf + 1, sizeof(void *)), .cfg = cfg, .mma = mma};
     if (dts && r.bufs && interp_run_at(u->g, step, u->c.in, u->c.params, want, NULL, &e) &&
         bind(&r, u, out, dts, &e)) {
         r.sb.val[COIL_SYM_RNG_STEP] = (int64_t)step;
         run_steps(&r, dts);
-        check_against(&u->c, "CUDA C, emulated", out, want);
+        if (mma)
+            check_normwise(&u->c, out, want);
+        else
+            check_against(&u->c, "CUDA C, emulated", out, want);
     } else {
         fprintf(stderr, "%s: %s\n", u->c.name, e.msg);
         check_failures++;
@@ -265,6 +314,14 @@ static void run_case(void *lib, LaunchFn launch, int index, const Emu *u, uint64
             free(r.bufs[b]);
     free(r.bufs);
     free(dts);
+}
+
+static bool has_mma_attention(const Program *p)
+{
+    for (int s = 0; s < p->nstep; s++)
+        if (p->step[s].kind == STEP_ATTENTION && cuda_attention_mma_fits(p, &p->step[s].attn))
+            return true;
+    return false;
 }
 
 static bool has_random(const Graph *g)
@@ -299,12 +356,14 @@ int main(void)
     int nrandom = 0; /* cases drawing random numbers run at a step past 2^32 too */
     int nvariant = 0;
     for (int i = 0; launch && i < ncase; i++) {
-        run_case(lib, launch, i, &cases[i], 0, NULL);
+        run_case(lib, launch, i, &cases[i], 0, NULL, false);
+        if (has_mma_attention(cases[i].p))
+            run_case(lib, launch, i, &cases[i], 0, NULL, true);
         for (size_t v = 0; variants_of(&cases[i], i) && v < sizeof variant_configs / sizeof *variant_configs; v++)
-            run_case(lib, launch, i, &cases[i], 0, &variant_configs[v]), nvariant++;
+            run_case(lib, launch, i, &cases[i], 0, &variant_configs[v], false), nvariant++;
         if (!has_random(cases[i].g))
             continue;
-        run_case(lib, launch, i, &cases[i], 0x300000005ull, NULL);
+        run_case(lib, launch, i, &cases[i], 0x300000005ull, NULL, false);
         nrandom++;
     }
     for (int i = 0; i < ncase; i++)
@@ -318,10 +377,11 @@ int main(void)
         fprintf(stderr, "could not remove %s\n", dir);
     CHECK(launch != NULL && ncase > 100);
     CHECK(attention_launches >= 5);
+    CHECK(mma_launches >= 5);
     CHECK(nrandom >= 6);
     CHECK(nvariant >= 60);
     printf("%d op fixtures: their CUDA C run emulated and checked (%d fused attention "
-           "launches; %d runs with the autotuner's kernel variants)\n", ncase, attention_launches,
-           nvariant);
+           "launches, %d on tensor cores; %d runs with the autotuner's kernel variants)\n", ncase,
+           attention_launches, mma_launches, nvariant);
     return check_status();
 }

@@ -653,6 +653,42 @@ static void test_tune_space(void)
     lowered_free(&l);
 }
 
+/* An attention step's candidates: CUDA cores (the reference) and tensor cores where that
+ * kernel fits (bf16, head 64), nothing to choose where it does not (f32). */
+static void test_tune_attention(void)
+{
+    static const char *const dts[] = {"bf16", "f32"};
+    for (int i = 0; i < 2; i++) {
+        char text[400];
+        snprintf(text, sizeof text,
+                 "graph @a(%%q: %s[2,70,64], %%k: %s[2,70,64], %%v: %s[2,70,64]) -> (y: %s[2,70,64]) {\n"
+                 "  %%y = attention %%q, %%k, %%v {causal=true} : %s[2,70,64]\n  return %%y\n}\n",
+                 dts[i], dts[i], dts[i], dts[i], dts[i]);
+        Err e = {0};
+        Lowered l = {ir_parse(text, strlen(text), "attention.cir", &e), NULL};
+        l.p = l.g && run_passes(&l.g, pass_pipeline_cuda, &e) ? fuse_and_lower(l.g, NULL, &e) : NULL;
+        if (!l.p) {
+            fprintf(stderr, "%s\n", e.msg);
+            check_failures++;
+            lowered_free(&l);
+            return;
+        }
+        TuneSpace sp;
+        tune_cuda_space(l.p, 0, 0, 0, &sp);
+        CHECK(l.p->nstep == 1 && l.p->step[0].kind == STEP_ATTENTION);
+        if (i == 1) {
+            CHECK(sp.nknob == 0);
+        } else {
+            CHECK(sp.knob[6].n == 2 && strcmp(sp.knob[6].name, "attention") == 0);
+            TunePoint pt = {{0}};
+            CHECK(tune_cuda_config(&sp, &pt).attention == CUDA_ATTENTION_CORES);
+            pt.at[6] = 1;
+            CHECK(tune_cuda_config(&sp, &pt).attention == CUDA_ATTENTION_MMA);
+        }
+        lowered_free(&l);
+    }
+}
+
 /* Every kernel's variants of GPT-2 (one layer) compile under NVRTC for sm_90a. */
 static void test_variants_compile(void)
 {
@@ -831,6 +867,7 @@ int main(void)
     test_gemm_dtypes();
     test_helper_source();
     test_tune_space();
+    test_tune_attention();
     test_variants_compile();
     test_libraries();
     test_library_search();
