@@ -287,14 +287,20 @@ static int lead_one(Builder *b, int x)
     return b_reshape(b, x, &t);
 }
 
-/* The same products FlashAttention-2 forms, on whole matrices. */
+/* The same products FlashAttention-2 forms, on whole matrices, in f32 whatever the
+ * operands' format (the fused kernels compute in f32 too), the result cast back. */
 int dec_attention_grad(Builder *b, const Node *n, const int *in)
 {
-    int q = in[0], k = in[1], v = in[2], o = in[3], dout = in[4];
+    int x[5];
     int64_t last[1] = {-1};
     Type rows;
-    if (!type_of(b, q, &rows))
+    if (!type_of(b, in[0], &rows))
         return -1;
+    DType dt = rows.dt;
+    for (int i = 0; i < 5; i++)
+        x[i] = dt == DT_F32 ? in[i] : b_cast(b, in[i], DT_F32);
+    int q = x[0], k = x[1], v = x[2], o = x[3], dout = x[4];
+    rows.dt = DT_F32;
     rows.dim[rows.rank - 1] = dim_static(1);
     int lse = b_reshape(b, b_cast(b, in[5], rows.dt), &rows);
     int p = b_unary(b, OP_EXP, b_binary(b, OP_SUB, attention_scores(b, n, q, k), lse));
@@ -305,7 +311,8 @@ int dec_attention_grad(Builder *b, const Node *n, const int *in)
                       attention_scale_value(b, n, q));
     int parts[3] = {lead_one(b, b_matmul(b, ds, k)), lead_one(b, b_matmul(b, swap_last(b, ds), q)),
                     lead_one(b, dv)};
-    return b_concat(b, parts, 3, 0);
+    int packed = b_concat(b, parts, 3, 0);
+    return dt == DT_F32 ? packed : b_cast(b, packed, dt);
 }
 
 /* ---------------------------------------------------------------- the gradient rule */

@@ -1,9 +1,11 @@
-/* precision.c — mixed precision as autocasting: every f32 matmul reads its operands cast
- * to bf16 or f16 (a GEMM accumulates in f32 on every backend) and its product is cast
- * back to f32, so the GEMMs move half the bytes and run on low-precision units where a
- * device has them, while everything else (reductions, norms, softmax, the loss) stays
- * f32. Parameters stay f32: they are the master weights the optimizer updates; the
- * casts are differentiated like any op, so gradients arrive in f32. */
+/* precision.c — mixed precision as autocasting: every f32 matmul, and every fused
+ * attention (two matmuls around a softmax, as PyTorch's autocast runs SDPA), reads its
+ * operands cast to bf16 or f16 (they accumulate in f32 on every backend) and its result
+ * is cast back to f32, so they move half the bytes and run on low-precision units where a
+ * device has them (the GPU's tensor-core attention), while everything else (reductions,
+ * norms, softmax, the loss) stays f32. Parameters stay f32: they are the master weights
+ * the optimizer updates; the casts are differentiated like any op, so gradients arrive
+ * in f32. */
 #include <string.h>
 
 #include "passes/passes.h"
@@ -27,13 +29,17 @@ Graph *pass_mixed_precision(const Graph *g, DType low, Err *e)
         return NULL;
     for (int i = 0; i < g->nnode && err_ok(e); i++) {
         const Node *n = &g->node[i];
-        if (n->op != OP_MATMUL || n->type.dt != DT_F32 || low == DT_F32) {
+        if ((n->op != OP_MATMUL && n->op != OP_ATTENTION) || n->type.dt != DT_F32 ||
+            low == DT_F32) {
             rewrite_copy(&rw, i);
             continue;
         }
         rewrite_at(&rw, i);
-        int in[2] = {b_cast(&rw.b, rewrite_in(&rw, i, 0), low), b_cast(&rw.b, rewrite_in(&rw, i, 1), low)};
-        rw.map[i] = b_cast(&rw.b, b_matmul(&rw.b, in[0], in[1]), DT_F32);
+        int in[3];
+        for (int j = 0; j < n->nin; j++)
+            in[j] = b_cast(&rw.b, rewrite_in(&rw, i, j), low);
+        int low_result = b_op(&rw.b, n->op, in, n->nin, n->attr, op_info[n->op].nattr, NULL);
+        rw.map[i] = b_cast(&rw.b, low_result, DT_F32);
     }
     return rewrite_end(&rw);
 }
