@@ -181,8 +181,8 @@ typedef struct Gemm {
 
 /* ---------------------------------------------------------------- attention */
 
-/* O[b, i, :] = softmax_j(scale * Q[b, i, :] . K[b, j, :], with j > i hidden when causal)
- * V[b, j, :], as one step, no T x T matrix in memory: the CPU runs it with
+/* O[b, i, :] = softmax_j(scale * Q[b, i, :] . K[b, j, :] (+ bias[b, i, j]), with j > i
+ * hidden when causal) V[b, j, :], as one step, no T x T matrix in memory: the CPU runs it with
  * runtime/cpu/attention.c, the CUDA backend generates a kernel. Both pipelines keep
  * attention whole (passes' decompose_fused) where its head dims are static.
  * Operands as a GEMM's: Q [batch.., Tq, D], K [batch.., Tk, D], V [batch.., Tk, Dv];
@@ -202,6 +202,9 @@ typedef struct Attention {
     int64_t d, dv;
     GemmOperand q, k, v, o;
     GemmOperand fo, dout, lse; /* ATTN_BACKWARD */
+    bool has_bias;             /* ATTN_FORWARD: an additive bias, [batch.., Tq, Tk] as a
+                                  view (broadcast dims at stride 0), in q's dtype */
+    GemmOperand bias;
     Dim part;                  /* ATTN_BACKWARD: elements per gradient in o */
     bool causal;
     double scale;

@@ -632,9 +632,14 @@ static bool eval_gemm(const Program *p, int step, void *const *bufs, const SymBi
 
 /* ---------------------------------------------------------------- attention */
 
+static double op_at(const Operand *o, int64_t off, int64_t r, int64_t c)
+{
+    return dtype_load(o->dt, o->base, off + r * o->rs + c * o->cs);
+}
+
 /* One query row in f64, as the interpreter's attention: scores against every key (causal:
  * keys past the query hidden), softmax, the weighted sum of V's rows. */
-static void attend(const Attention *a, const Operand op[4], const int64_t off[4], int64_t i,
+static void attend(const Attention *a, const Operand op[5], const int64_t off[5], int64_t i,
                    int64_t tk, double *score)
 {
     double most = -INFINITY, sum = 0;
@@ -643,7 +648,8 @@ static void attend(const Attention *a, const Operand op[4], const int64_t off[4]
         for (int64_t c = 0; c < a->d; c++)
             dot += dtype_load(op[0].dt, op[0].base, off[0] + i * op[0].rs + c * op[0].cs) *
                    dtype_load(op[1].dt, op[1].base, off[1] + j * op[1].rs + c * op[1].cs);
-        score[j] = a->causal && j > i ? -INFINITY : dot * a->scale;
+        double biased = dot * a->scale + (a->has_bias ? op_at(&op[4], off[4], i, j) : 0);
+        score[j] = a->causal && j > i ? -INFINITY : biased;
         most = score[j] > most ? score[j] : most;
     }
     for (int64_t j = 0; j < tk; j++)
@@ -654,11 +660,6 @@ static void attend(const Attention *a, const Operand op[4], const int64_t off[4]
             acc += score[j] * dtype_load(op[2].dt, op[2].base, off[2] + j * op[2].rs + c * op[2].cs);
         dtype_store(op[3].dt, op[3].base, off[3] + i * op[3].rs + c * op[3].cs, acc / sum);
     }
-}
-
-static double op_at(const Operand *o, int64_t off, int64_t r, int64_t c)
-{
-    return dtype_load(o->dt, o->base, off + r * o->rs + c * o->cs);
 }
 
 /* Query i's scaled scores (causal: -inf past it); their log-sum-exp. */
@@ -738,16 +739,18 @@ static bool eval_attention(const Program *p, int step, void *const *bufs, const 
     int64_t ext[COIL_MAX_RANK], nbt = 1, tq = dim_value(a->tq, sb), tk = dim_value(a->tk, sb);
     for (int d = 0; d < a->nbatch; d++)
         nbt *= ext[d] = dim_value(a->batch[d], sb);
-    bool back = a->kind == ATTN_BACKWARD;
-    int nop = back ? 7 : 4;
+    bool back = a->kind == ATTN_BACKWARD, bias = a->kind == ATTN_FORWARD && a->has_bias;
+    int nop = back ? 7 : bias ? 5 : 4; /* the forward's bias takes the fifth place */
     int64_t part = back ? dim_value(a->part, sb) : 0;
-    const GemmOperand *go[7] = {&a->q, &a->k, &a->v, &a->o, &a->fo, &a->dout, &a->lse};
+    const GemmOperand *go[7] = {&a->q, &a->k, &a->v, &a->o, bias ? &a->bias : &a->fo, &a->dout,
+                                &a->lse};
     const int64_t rows[7] = {tq, tk, tk, back ? 3 * tq : tq, tq, tq, tq};
-    const int64_t cols[7] = {a->d, a->d, a->dv, a->kind == ATTN_LSE ? 1 : a->dv, a->dv, a->dv, 1};
+    const int64_t cols[7] = {a->d, a->d, a->dv, a->kind == ATTN_LSE ? 1 : a->dv,
+                             bias ? tk : a->dv, a->dv, 1};
     Operand op[7];
     for (int i = 0; i < nop; i++)
-        if (!gemm_operand(p, step, "QKVOFGL"[i], go[i], a->nbatch, ext, rows[i], cols[i], bufs, sb,
-                          &op[i], e))
+        if (!gemm_operand(p, step, (bias ? "QKVOBGL" : "QKVOFGL")[i], go[i], a->nbatch, ext,
+                          rows[i], cols[i], bufs, sb, &op[i], e))
             return false;
     double *score = malloc(((size_t)(tk > 0 ? tk : 1)) * sizeof *score);
     double *acc = back ? malloc((size_t)((tq + 2 * tk) * a->d + 1) * sizeof *acc) : NULL;

@@ -542,6 +542,8 @@ static void lifetimes(Lower *L)
             const GemmOperand *ops[7] = {&a->q, &a->k, &a->v, &a->o, &a->fo, &a->dout, &a->lse};
             for (int i = 0; i < (a->kind == ATTN_BACKWARD ? 7 : 4); i++)
                 touch(p, ops[i]->buf, s);
+            if (a->has_bias)
+                touch(p, a->bias.buf, s);
             continue;
         }
         Gemm *gm = &st->gemm;

@@ -207,6 +207,16 @@ static const AttnOperand attn_operands[] = {
     {1, 3, offsetof(Attention, v)},  {0, 3, offsetof(Attention, fo)},
     {0, 3, offsetof(Attention, dout)}, {0, -1, offsetof(Attention, lse)},
 };
+/* The forward's fourth operand: queries down, keys across. */
+static const AttnOperand attn_bias = {0, 1, offsetof(Attention, bias)};
+
+/* A bias row or column of one is broadcast: index 0 there. */
+static void bias_broadcast(Gen *G, const Type *t, const Dim *ext, int *idx)
+{
+    for (int d = 0; d < 2; d++)
+        if (dim_eq(t->dim[t->rank - 2 + d], dim_static(1)) && !dim_eq(ext[d], dim_static(1)))
+            idx[t->rank - 2 + d] = lx_int(&G->kb, 0);
+}
 
 /* Attention kept whole (decompose_fused), or one of its training ops: Q, K, V (and the
  * backward's O, dO and lse) read through their views as strides, as a GEMM's operands
@@ -239,13 +249,16 @@ bool lower_attention(Lower *L, int grp, Attention *out)
     for (int d = 0; ok && d < 4; d++)
         var[nb + d] = lx_var(&G.kb, nb + d, ext[d]);
     for (int j = 0; ok && j < n->nin; j++) {
-        const AttnOperand *a = &attn_operands[j];
+        bool bias = out->kind == ATTN_FORWARD && j == 3;
+        const AttnOperand *a = bias ? &attn_bias : &attn_operands[j];
         const Type *t = &L->g->node[n->in[j]].type;
         if (a->col < 0) { /* lse: the batch dims and the query */
             memcpy(idx, var, (size_t)nb * sizeof *var);
             idx[nb] = var[nb];
         } else
             operand_index(&G, t, &r, var, var[nb + a->row], var[nb + a->col], idx);
+        if (bias)
+            bias_broadcast(&G, t, ext, idx);
         ok = operand_strides(&G, m, j, idx, nvar, &buf, coef, &offset);
         if (ok)
             set_operand((GemmOperand *)((char *)out + a->field), buf, coef, offset, nb,
@@ -259,6 +272,7 @@ bool lower_attention(Lower *L, int grp, Attention *out)
     }
     if (out->kind == ATTN_LSE)
         out->v = out->k;
+    out->has_bias = out->kind == ATTN_FORWARD && n->nin > 3;
     out->nbatch = nb;
     memcpy(out->batch, r.dim, (size_t)nb * sizeof *r.dim);
     out->tq = ext[0], out->tk = ext[1], out->d = ext[2].k;

@@ -472,11 +472,15 @@ static bool merge_heads(Lower *L, Loc loc, int y, int *out)
     return reshape_to(L, loc, r, &t, out);
 }
 
+/* attention(q, k, v, causal=, scale=, heads=, bias=): the bias, added to the scaled
+ * scores, broadcasts to [..., T, S] (with heads: [..., H, T, S]). */
 static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
 {
-    Value qkv[3];
+    Value qkv[4];
+    int nin = a->given[6] ? 4 : 3;
     for (int i = 0; i < 3; i++)
         qkv[i] = a->v[i];
+    qkv[3] = a->v[6];
     Attr attrs[2];
     int na = 0;
     const OpInfo *info = &op_info[OP_ATTENTION];
@@ -484,9 +488,11 @@ static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
         if (a->given[3 + i] && !to_attr(L, a->loc[3 + i], "attention", &info->attrs[i], &a->v[3 + i], &attrs[na++]))
             return false;
     if (!a->given[5])
-        return apply_op(L, loc, OP_ATTENTION, qkv, 3, attrs, na, out);
+        return apply_op(L, loc, OP_ATTENTION, qkv, nin, attrs, na, out);
     int64_t heads;
-    int in[3];
+    int in[4];
+    if (nin == 4 && !arg_tensor(L, a, 6, "bias", &in[3]))
+        return false;
     if (!want_int(L, a->loc[5], &a->v[5], "heads", &heads))
         return false;
     if (heads <= 0)
@@ -497,7 +503,7 @@ static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
             return false;
     Value y;
     L->b.loc = loc;
-    if (!built(L, b_op(&L->b, OP_ATTENTION, in, 3, attrs, na, NULL), &y))
+    if (!built(L, b_op(&L->b, OP_ATTENTION, in, nin, attrs, na, NULL), &y))
         return false;
     *out = v_tensor(0);
     return merge_heads(L, loc, y.id, &out->id);
@@ -681,7 +687,7 @@ static const struct {
     {{"linear", 3, 2, {"x", "w", "b"}}, bi_linear, NULL},
     {{"embedding", 2, 2, {"table", "ids"}}, bi_embedding, NULL},
     {{"mlp", 6, 5, {"x", "w1", "b1", "w2", "b2", "act"}}, bi_mlp, NULL},
-    {{"attention", 6, 3, {"q", "k", "v", "causal", "scale", "heads"}}, bi_attention, NULL},
+    {{"attention", 7, 3, {"q", "k", "v", "causal", "scale", "heads", "bias"}}, bi_attention, NULL},
     {{"split", 3, 2, {"x", "parts", "axis"}}, NULL, bi_split},
     {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
 };

@@ -127,7 +127,7 @@ int dec_attention(Builder *b, const Node *n, const int *in);
  * symbolic); q k^T * scale, masked when causal: shared with ops_attention.c. */
 double attention_scale(const Node *n, int64_t head_dim);
 int attention_scale_value(Builder *b, const Node *n, int q);
-int attention_scores(Builder *b, const Node *n, int q, int k);
+int attention_scores(Builder *b, const Node *n, int q, int k, int bias);
 
 /* ops_attention.c: attention's training ops (its log-sum-exp, its fused backward) and the
  * gradient rule of attention that builds them */

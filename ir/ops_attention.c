@@ -42,7 +42,7 @@ static bool fusable_types(const Type *q, const Type *k, const Type *v, const Typ
 
 bool attention_grad_fusable(const Graph *g, const Node *n)
 {
-    return n->op == OP_ATTENTION &&
+    return n->op == OP_ATTENTION && n->nin == 3 && /* a bias takes the decomposed backward */
            fusable_types(&g->node[n->in[0]].type, &g->node[n->in[1]].type,
                          &g->node[n->in[2]].type, &n->type);
 }
@@ -264,7 +264,7 @@ int dec_attention_lse(Builder *b, const Node *n, const int *in)
         return -1;
     int q = qt.dt == DT_F32 ? in[0] : b_cast(b, in[0], DT_F32);
     int k = qt.dt == DT_F32 ? in[1] : b_cast(b, in[1], DT_F32);
-    int s = attention_scores(b, n, q, k);
+    int s = attention_scores(b, n, q, k, -1);
     int m = b_reduce(b, OP_MAX, s, 1, last, true);
     int sum = b_reduce(b, OP_SUM, b_unary(b, OP_EXP, b_binary(b, OP_SUB, s, m)), 1, last, true);
     int lse = b_binary(b, OP_ADD, m, b_unary(b, OP_LOG, sum));
@@ -303,7 +303,7 @@ int dec_attention_grad(Builder *b, const Node *n, const int *in)
     rows.dt = DT_F32;
     rows.dim[rows.rank - 1] = dim_static(1);
     int lse = b_reshape(b, b_cast(b, in[5], rows.dt), &rows);
-    int p = b_unary(b, OP_EXP, b_binary(b, OP_SUB, attention_scores(b, n, q, k), lse));
+    int p = b_unary(b, OP_EXP, b_binary(b, OP_SUB, attention_scores(b, n, q, k, -1), lse));
     int dv = b_matmul(b, swap_last(b, p), dout);
     int dp = b_matmul(b, dout, swap_last(b, v));
     int di = b_reduce(b, OP_SUM, b_binary(b, OP_MUL, dout, o), 1, last, true);

@@ -166,7 +166,37 @@ static bool attention_dims_ok(const Graph *g, const Node *n, const Type *q, cons
     return err_ok(e);
 }
 
-/* q[..., T, D], k[..., S, D], v[..., S, Dv] -> broadcast(batch) + [T, Dv]. */
+/* The additive bias: q's dtype, [..., T or 1, S or 1], its batch dims broadcasting into
+ * the result's (it never adds batch elements of its own). */
+static bool attention_bias_ok(const Graph *g, const Type *bias, const Type *r, const Type *q,
+                              const Type *k, Err *e)
+{
+    TypeText tb = type_text(g, bias), tr = type_text(g, r);
+    Dim rows = q->dim[q->rank - 2], keys = k->dim[k->rank - 2], out[COIL_MAX_RANK], da, db;
+    int rank, bad;
+    if (bias->dt != q->dt)
+        err_set(e, ERR_INPUT, "attention: bias %s: dtype differs from q's %s; insert a cast", tb.s,
+                dtype_info[q->dt].name);
+    else if (bias->rank < 2)
+        err_set(e, ERR_INPUT, "attention: bias %s needs rank >= 2 ([..., T, S])", tb.s);
+    else if (!dim_eq(bias->dim[bias->rank - 2], rows) &&
+             !dim_eq(bias->dim[bias->rank - 2], dim_static(1)))
+        err_set(e, ERR_INPUT, "attention: bias %s: %s rows, not the %s queries (or 1)", tb.s,
+                dim_text(g, bias->dim[bias->rank - 2]).s, dim_text(g, rows).s);
+    else if (!dim_eq(bias->dim[bias->rank - 1], keys) &&
+             !dim_eq(bias->dim[bias->rank - 1], dim_static(1)))
+        err_set(e, ERR_INPUT, "attention: bias %s: %s columns, not the %s keys (or 1)", tb.s,
+                dim_text(g, bias->dim[bias->rank - 1]).s, dim_text(g, keys).s);
+    else if (!broadcast_dims(r->rank - 2, r->dim, bias->rank - 2, bias->dim, out, &rank, &bad,
+                             &da, &db) ||
+             rank != r->rank - 2 || memcmp(out, r->dim, (size_t)rank * sizeof *out) != 0)
+        err_set(e, ERR_INPUT, "attention: bias %s does not broadcast to the result %s's batch "
+                "dimensions", tb.s, tr.s);
+    return err_ok(e);
+}
+
+/* q[..., T, D], k[..., S, D], v[..., S, Dv] (, bias[..., T, S] added to the scaled
+ * scores) -> broadcast(batch) + [T, Dv]. */
 bool infer_attention(const Graph *g, const Node *n, const Type *in, Type *out, Err *e)
 {
     const Type *q = &in[0], *k = &in[1], *v = &in[2];
@@ -184,6 +214,8 @@ bool infer_attention(const Graph *g, const Node *n, const Type *in, Type *out, E
     }
     r.dim[r.rank++] = q->dim[q->rank - 2];
     r.dim[r.rank++] = v->dim[v->rank - 1];
+    if (n->op == OP_ATTENTION && n->nin > 3 && !attention_bias_ok(g, &in[3], &r, q, k, e))
+        return false;
     *out = r;
     return true;
 }
@@ -355,16 +387,18 @@ double attention_scale(const Node *n, int64_t head_dim)
     return scale != 0 ? scale : 1.0 / sqrt((double)head_dim);
 }
 
-/* One query row: scores against every key, causal mask, softmax, weighted sum of v. */
+/* One query row: scores against every key, plus the bias row (key j's at bias[j *
+ * bias_step]; NULL: none), causal mask, softmax, weighted sum of v. */
 static void attend_row(const double *q, const double *k, const double *v, double *out,
                        double *score, int64_t t, int64_t nkey, int64_t d, int64_t dv,
-                       double scale, bool causal)
+                       double scale, bool causal, const double *bias, int64_t bias_step)
 {
     for (int64_t j = 0; j < nkey; j++) {
         double dot = 0;
         for (int64_t c = 0; c < d; c++)
             dot += q[c] * k[j * d + c];
-        score[j] = causal && j > t ? -INFINITY : dot * scale;
+        score[j] = dot * scale + (bias ? bias[j * bias_step] : 0);
+        score[j] = causal && j > t ? -INFINITY : score[j];
     }
     softmax_row(score, score, nkey, 1, false);
     for (int64_t c = 0; c < dv; c++) {
@@ -389,12 +423,19 @@ bool eval_attention(const Node *n, const ITensor *in, ITensor *out, Err *e)
         return false;
     }
     bool causal = node_int(n, "causal") != 0;
+    const ITensor *bias = n->nin > 3 ? &in[3] : NULL;
+    /* the bias's rows and columns: 1 broadcasts (a step of 0) */
+    int64_t bias_rows = bias ? bias->shape[bias->rank - 2] : 1;
+    int64_t bias_cols = bias ? bias->shape[bias->rank - 1] : 1;
     for (int64_t b = 0; b < nbatch; b++) {
-        int64_t off[3];
-        batch_offsets(out, b, in, 3, off);
-        for (int64_t t = 0; t < nq; t++)
+        int64_t off[4];
+        batch_offsets(out, b, in, n->nin, off);
+        for (int64_t t = 0; t < nq; t++) {
+            const double *brow = bias ? bias->d + off[3] + (bias_rows > 1 ? t : 0) * bias_cols : NULL;
             attend_row(q->d + off[0] + t * d, k->d + off[1], v->d + off[2],
-                       out->d + (b * nq + t) * dv, score, t, nkey, d, dv, scale, causal);
+                       out->d + (b * nq + t) * dv, score, t, nkey, d, dv, scale, causal, brow,
+                       bias_cols > 1 ? 1 : 0);
+        }
     }
     free(score);
     return true;
@@ -580,8 +621,9 @@ static int causal_mask(Builder *b, int scores)
     return b_where(b, hidden, b_scalar(b, -INFINITY, t.dt), scores);
 }
 
-/* q k^T * scale, masked when causal (attention's training ops decompose through it too). */
-int attention_scores(Builder *b, const Node *n, int q, int k)
+/* q k^T * scale (+ bias, when bias >= 0), masked when causal (attention's training ops
+ * decompose through it too, with no bias). */
+int attention_scores(Builder *b, const Node *n, int q, int k, int bias)
 {
     Type kt;
     if (!type_of(b, k, &kt))
@@ -593,11 +635,19 @@ int attention_scores(Builder *b, const Node *n, int q, int k)
     perm[kt.rank - 1] = kt.rank - 2;
     int scores = b_matmul(b, q, b_transpose(b, k, kt.rank, perm));
     scores = b_binary(b, OP_MUL, scores, attention_scale_value(b, n, q));
+    if (bias >= 0)
+        scores = b_binary(b, OP_ADD, scores, bias);
     return node_int(n, "causal") ? causal_mask(b, scores) : scores;
 }
 
-/* softmax(q k^T * scale [masked]) v. */
+/* softmax(q k^T * scale [+ bias] [masked]) v, in f32 whatever the operands' format (the
+ * fused kernels compute in f32 too), the result cast back. */
 int dec_attention(Builder *b, const Node *n, const int *in)
 {
-    return b_matmul(b, softmax_parts(b, attention_scores(b, n, in[0], in[1]), -1, false), in[2]);
+    int x[4] = {in[0], in[1], in[2], n->nin > 3 ? in[3] : -1};
+    DType dt = n->type.dt;
+    for (int i = 0; i < 4 && dt != DT_F32; i++)
+        x[i] = x[i] < 0 ? x[i] : b_cast(b, x[i], DT_F32);
+    int y = b_matmul(b, softmax_parts(b, attention_scores(b, n, x[0], x[1], x[3]), -1, false), x[2]);
+    return dt == DT_F32 ? y : b_cast(b, y, dt);
 }

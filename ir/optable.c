@@ -124,7 +124,7 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_CROSS_ENTROPY] = COMPOSITE("cross_entropy", 2, 2, 0, SPECS(a_cross_entropy),
                                    infer_cross_entropy, eval_cross_entropy, flops_cross_entropy,
                                    dec_cross_entropy),
-    [OP_ATTENTION] = {"attention", 3, 3, OPF_COMPOSITE, SPECS(a_attention), infer_attention,
+    [OP_ATTENTION] = {"attention", 3, 4, OPF_COMPOSITE, SPECS(a_attention), infer_attention,
                       eval_attention, flops_attention, NULL, NULL, dec_attention, grad_attention},
     [OP_CONV] = {"conv", 2, 2, OPF_COMPOSITE, SPECS(a_conv), infer_conv, eval_conv, flops_conv,
                  NULL, NULL, dec_conv, grad_conv},

@@ -35,7 +35,7 @@ Graph *pass_mixed_precision(const Graph *g, DType low, Err *e)
             continue;
         }
         rewrite_at(&rw, i);
-        int in[3];
+        int in[4];
         for (int j = 0; j < n->nin; j++)
             in[j] = b_cast(&rw.b, rewrite_in(&rw, i, j), low);
         int low_result = b_op(&rw.b, n->op, in, n->nin, n->attr, op_info[n->op].nattr, NULL);

@@ -90,20 +90,24 @@ static const char mma_scores[] =
     "      const coil_h16 *kr = ks + (n * 8 + g) * KP + 2 * t4;\n"
     "      #pragma unroll\n"
     "      for (int kk = 0; kk < D / 16; kk++) {\n"
-    "        const unsigned b[2] = {coil_ld_pair(kr + kk * 16), coil_ld_pair(kr + kk * 16 + 8)};\n"
-    "        coil_mma_%s(sc[n], qa[kk], b);\n"
+    "        const unsigned frag[2] = {coil_ld_pair(kr + kk * 16), coil_ld_pair(kr + kk * 16 + 8)};\n"
+    "        coil_mma_%s(sc[n], qa[kk], frag);\n"
     "      }\n"
     "    }\n";
 
-/* Scale (in log2 units), mask, the online softmax, P in registers, then O += P V. */
-static const char mma_softmax[] =
+/* Scale, bias, mask (in log2 units from here), the online softmax, P in registers, then
+ * O += P V. */
+static const char mma_mask[] =
     "    float mx[2] = {m[0], m[1]};\n"
     "    #pragma unroll\n"
     "    for (int n = 0; n < BC / 8; n++)\n"
     "      #pragma unroll\n"
     "      for (int i = 0; i < 4; i++) {\n"
     "        const long long row = i < 2 ? r0 : r1, col = j0 + n * 8 + 2 * t4 + (i & 1);\n"
-    "        const float x = col < tk && !(%d && col > row) ? sc[n][i] * %af : -COIL_INF;\n"
+    "        const bool seen = row < tq && col < tk && !(%d && col > row);\n"
+    "        const float x = seen ? (sc[n][i] * %af + ";
+static const char mma_softmax[] =
+    ") * 1.4426950408889634f : -COIL_INF;\n"
     "        sc[n][i] = x;\n"
     "        mx[i >> 1] = fmaxf(mx[i >> 1], x);\n"
     "      }\n"
@@ -135,8 +139,8 @@ static const char mma_softmax[] =
     "      const coil_h16 *vr = vt + (n * 8 + g) * VP + 2 * t4;\n"
     "      #pragma unroll\n"
     "      for (int kk = 0; kk < BC / 16; kk++) {\n"
-    "        const unsigned b[2] = {coil_ld_pair(vr + kk * 16), coil_ld_pair(vr + kk * 16 + 8)};\n"
-    "        coil_mma_%s(oacc[n], pa[kk], b);\n"
+    "        const unsigned frag[2] = {coil_ld_pair(vr + kk * 16), coil_ld_pair(vr + kk * 16 + 8)};\n"
+    "        coil_mma_%s(oacc[n], pa[kk], frag);\n"
     "      }\n"
     "    }\n"
     "  }\n";
@@ -169,6 +173,8 @@ void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix
     text_put(t, mma_setup, (long long)a->d, (long long)a->dv, CUDA_ATTN_QUERIES,
              CUDA_ATTN_MMA_THREADS, causal);
     text_put(t, mma_scores, causal, type);
-    text_put(t, mma_softmax, causal, a->scale * M_LOG2E, type, type, type);
+    text_put(t, mma_mask, causal, a->scale);
+    cuda_put_attention_bias(t, p, a, "row", "col");
+    text_put(t, mma_softmax, type, type, type);
     text_put(t, mma_store, cuda_mem_type(ot), store);
 }

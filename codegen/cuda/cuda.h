@@ -63,6 +63,9 @@ bool cuda_attention_mma_fits(const Program *p, const Attention *a);
 void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefix,
                              const char *suffix, int threads);
 void cuda_put_dim(Text *t, Dim d);
+/* The bias at (row, col) as a float expression ("0.0f" without one): C expressions. */
+void cuda_put_attention_bias(Text *t, const Program *p, const Attention *a, const char *row,
+                             const char *col);
 const char *cuda_mem_type(DType dt);
 void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix);
 

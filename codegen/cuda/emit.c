@@ -454,12 +454,13 @@ void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefi
                              const char *suffix, int threads)
 {
     const Attention *a = &p->step[s].attn;
-    const GemmOperand *op[4] = {&a->q, &a->k, &a->v, &a->o};
-    const char *names[4] = {"q", "k", "v", "o"};
+    const GemmOperand *op[5] = {&a->q, &a->k, &a->v, &a->o, &a->bias};
+    const char *names[5] = {"q", "k", "v", "o", "b"};
+    int nop = a->has_bias ? 5 : 4;
     text_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) %scoil_attention_%d%s(void "
              "*const *__restrict__ coil_bufs, const long long *__restrict__ coil_syms)\n{\n",
              threads, prefix, s, suffix);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nop; i++) {
         DType dt = p->buf[op[i]->buf].dt;
         text_put(t, "  %s *%s = (%s *)coil_bufs[%d];\n", mem_type[dt], names[i], mem_type[dt],
                  op[i]->buf);
@@ -475,7 +476,7 @@ void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefi
         text_put(t, ", coil_b%d = coil_rest %% coil_n%d; coil_rest /= coil_n%d;\n", d, d, d);
     }
     text_put(t, "  (void)coil_rest;\n");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nop; i++) {
         char off[8];
         snprintf(off, sizeof off, "off_%s", names[i]);
         put_operand_offset(t, off, op[i], a->nbatch);
@@ -492,6 +493,16 @@ const char *cuda_mem_type(DType dt) { return mem_type[dt]; }
 static const char *load_fn(DType dt)
 {
     return dt == DT_F16 ? "coil_f16_to_f32" : dt == DT_BF16 ? "coil_bf16_to_f32" : "(float)";
+}
+
+void cuda_put_attention_bias(Text *t, const Program *p, const Attention *a, const char *row,
+                             const char *col)
+{
+    if (a->has_bias)
+        text_put(t, "%s(b[off_b + (%s) * rs_b + (%s) * cs_b])", load_fn(p->buf[a->bias.buf].dt),
+                 row, col);
+    else
+        text_put(t, "0.0f");
 }
 
 /* Attention as one kernel, FlashAttention's way on CUDA cores: a thread per query (its row
@@ -536,7 +547,11 @@ static void emit_attention(Emit *em, int s)
         "        long long j = j0 + jj;\n"
         "        float dot = 0.0f;\n"
         "        for (int c = 0; c < D; c++) dot += qv[c] * ks[jj][c];\n"
-        "        sc[jj] = j < tk && !(%d && j > i) ? dot : -COIL_INF;\n"
+        "        sc[jj] = j < tk && !(%d && j > i) ? dot + ",
+        load_fn(kt), load_fn(vt), a->causal ? 1 : 0);
+    cuda_put_attention_bias(&em->t, em->p, a, "i", "j");
+    put(em,
+        " : -COIL_INF;\n"
         "        most = fmaxf(most, sc[jj]);\n"
         "      }\n"
         "      float mnew = fmaxf(m, most);\n"
@@ -558,7 +573,7 @@ static void emit_attention(Emit *em, int s)
         "    for (int c = 0; c < DV; c++)\n"
         "      o[off_o + i * rs_o + c * cs_o] = (%s)%s(acc[c] / l);\n"
         "}\n\n",
-        load_fn(kt), load_fn(vt), a->causal ? 1 : 0, mem_type[ot],
+        mem_type[ot],
         ot == DT_F16 ? "coil_f32_to_f16" : ot == DT_BF16 ? "coil_f32_to_bf16" : "");
 }
 

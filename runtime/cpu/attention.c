@@ -10,6 +10,8 @@
  * diagonal ones are masked. K and V are read where they are when their rows are dense
  * f32; else each thread packs them so (whole heads when they fit its cache, else block by
  * block), so any strides and f16/bf16 operands take the same path.
+ * An additive bias (a view, any strides, broadcast dims at stride 0) joins each block's
+ * scaled scores before the mask and the softmax.
  * The only per-task memory is a few blocks: no Tq x Tk buffer. An ATTN_LSE step (training
  * saves it for the backward, attention_backward.c) runs the same with no values: each
  * query's m + log(l) instead of an output. */
@@ -39,8 +41,8 @@ typedef struct Job {
     int nbatch;
     int64_t batch[COIL_MAX_RANK];
     int64_t tq, tk, d, dv;
-    View q, k, v, o;
-    bool causal;
+    View q, k, v, o, bias;
+    bool causal, has_bias;
     bool lse;               /* ATTN_LSE: o gets each query's log-sum-exp (dv is 0) */
     float scale;
     int64_t mr, nr;         /* the micro-kernel's tile */
@@ -221,6 +223,18 @@ static void block_scores(const Job *j, Scratch *sc, Rows keys, int64_t q0, int64
     }
 }
 
+/* The bias of queries [first, first + nr) and keys [k0, k0 + nk) of batch element bh,
+ * added to the strip's scores (row i at i * NR), which are scaled already. */
+static void add_bias(const Job *j, float *s, int64_t bh, int64_t first, int64_t nr, int64_t k0,
+                     int64_t nk)
+{
+    const View *b = &j->bias;
+    int64_t at = batch_offset(b, j, bh) + first * b->rs + k0 * b->cs;
+    for (int64_t i = 0; i < nk; i++)
+        for (int64_t q = 0; q < nr; q++)
+            s[i * j->nr + q] += load_f32(b, at + q * b->rs + i * b->cs);
+}
+
 /* Causal, a block on the diagonal: key k0 + i is hidden from the strip's queries before
  * it (-inf where k0 + i > query); `ahead` is k0 less the strip's first query. */
 static void mask_strip(float *s, int64_t NR, int64_t nk, int64_t nr, int64_t ahead)
@@ -327,6 +341,8 @@ static void block(const Job *j, Scratch *sc, int64_t bh, int64_t q0, int64_t nq,
     for (int64_t c = 0; c * j->nr < nq; c++) {
         int64_t first = q0 + c * j->nr, nr = nq - c * j->nr < j->nr ? nq - c * j->nr : j->nr;
         float *s = sc->s + c * j->bc * j->nr;
+        if (j->has_bias)
+            add_bias(j, s, bh, first, nr, k0, nk);
         if (j->causal && k0 + nk - 1 > first)
             mask_strip(s, j->nr, nk, nr, k0 - first);
         int64_t q = c * j->nr;
@@ -464,9 +480,10 @@ bool attention_view_span_ok(const View *v, int nbatch, const int64_t *batch, int
 /* Why the step cannot run (an error in e), after the job's sizes and views are made. */
 static bool job_ok(const Job *j, const Attention *a, Err *e)
 {
-    const View *v[4] = {&j->q, &j->k, &j->v, &j->o};
-    const int64_t rows[4] = {j->tq, j->tk, j->tk, j->tq}, cols[4] = {j->d, j->d, j->dv, j->dv};
-    const char *name = "QKVO";
+    const View *v[5] = {&j->q, &j->k, &j->v, &j->o, &j->bias};
+    const int64_t rows[5] = {j->tq, j->tk, j->tk, j->tq, j->tq};
+    const int64_t cols[5] = {j->d, j->d, j->dv, j->dv, j->tk};
+    const char *name = "QKVOB";
     if (a->nbatch < 0 || a->nbatch > COIL_MAX_RANK - 2 || j->tq < 0 || j->tk < 0 || j->d < 0 ||
         j->dv < 0) {
         err_set(e, ERR_INPUT, "attention: %d batch dimensions, %lld queries, %lld keys, head "
@@ -474,7 +491,7 @@ static bool job_ok(const Job *j, const Attention *a, Err *e)
                 (long long)j->tk, (long long)j->d, (long long)j->dv);
         return false;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (j->has_bias ? 5 : 4); i++) {
         if (!attention_dtype_ok(v[i]->dt)) {
             err_set(e, ERR_INPUT, "attention: %c is %s; the CPU's attention takes f32, f16 or "
                     "bf16 (cast it first)", name[i], dtype_info[v[i]->dt].name);
@@ -522,7 +539,8 @@ bool attention_run(const Attention *a, void *const *bufs, const DType *dts, cons
                                       pool, e);
     Job j = {.uk = uk && uk->bcast ? uk : &attention_portable, .nbatch = a->nbatch,
              .tq = dim_value(a->tq, sb), .tk = dim_value(a->tk, sb), .d = a->d, .dv = a->dv,
-             .causal = a->causal, .lse = a->kind == ATTN_LSE, .scale = (float)a->scale};
+             .causal = a->causal, .lse = a->kind == ATTN_LSE, .scale = (float)a->scale,
+             .has_bias = a->kind == ATTN_FORWARD && a->has_bias};
     int64_t nbh = 1;
     bool sizes_ok = a->nbatch >= 0 && a->nbatch <= COIL_MAX_RANK - 2;
     for (int d = 0; sizes_ok && d < a->nbatch; d++) {
@@ -534,6 +552,8 @@ bool attention_run(const Attention *a, void *const *bufs, const DType *dts, cons
         j.k = attention_view(&a->k, a->nbatch, bufs, dts, sb);
         j.v = attention_view(&a->v, a->nbatch, bufs, dts, sb);
         j.o = attention_view(&a->o, a->nbatch, bufs, dts, sb);
+        if (j.has_bias)
+            j.bias = attention_view(&a->bias, a->nbatch, bufs, dts, sb);
     } else
         j.tq = -1; /* job_ok reports it */
     if (!job_ok(&j, a, e))

@@ -652,6 +652,38 @@ def attention_training_cases():
                lambda *a, c=causal, s=scale: attention_grad_ref(*a, c, s), attrs)
 
 
+# ---- attention with an additive bias (its own generator too)
+
+
+def attention_bias_ref(q, k, v, bias, causal=False, scale=0.0):
+    """softmax(q k^T * scale + bias, masked when causal) v."""
+    scale = scale or 1.0 / math.sqrt(q.shape[-1])
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale + bias
+    if causal:
+        t, sk = q.shape[-2], k.shape[-2]
+        s = np.where(np.arange(sk)[None, :] > np.arange(t)[:, None], -np.inf, s)
+    return np.matmul(softmax_np(s, -1), v)
+
+
+def attention_bias_cases():
+    rng = np.random.default_rng(20261128)
+    # a padding mask as BERT's ([B, 1, 1, S]: -10000 on hidden keys, the first always seen),
+    # a [T, S] bias for every head (ALiBi's shape) with causal, one per query, and bf16
+    for name, qs, ks, vs, bs, causal, dt in [
+            ("attention_bias_mask", (2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3), (2, 1, 1, 5), False, "f32"),
+            ("attention_bias_causal", (2, 4, 4), (2, 4, 4), (2, 4, 2), (4, 4), True, "f32"),
+            ("attention_bias_rows", (3, 5, 4), (3, 6, 4), (3, 6, 4), (3, 5, 1), False, "f32"),
+            ("attention_bias_bf16", (1, 2, 3, 8), (1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 3, 4), False, "bf16")]:
+        q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs)
+        if name == "attention_bias_mask":
+            bias = np.where(rng.random(bs) < 0.4, -10000.0, 0.0)
+            bias[..., 0] = 0.0
+        else:
+            bias = rng.standard_normal(bs)
+        single(name, "attention", [("q", dt, q), ("k", dt, k), ("v", dt, v), ("b", dt, bias)], dt,
+               lambda q, k, v, b, c=causal: attention_bias_ref(q, k, v, b, c), "causal=true" if causal else "")
+
+
 # ---- convolution (its own generator too)
 
 
@@ -780,7 +812,7 @@ def main():
     check_bf16_rounding()
     for group in (leaf_cases, unary_cases, binary_cases, where_cases, cast_cases, reduce_cases,
                   matmul_cases, movement_cases, composite_cases, symbolic_cases,
-                  attention_training_cases, conv_cases):
+                  attention_training_cases, conv_cases, attention_bias_cases):
         group()
     write_all()
     total = sum(os.path.getsize(os.path.join(OUT_DIR, f)) for f in os.listdir(OUT_DIR))

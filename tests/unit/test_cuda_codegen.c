@@ -75,20 +75,27 @@ static void test_fixtures(void)
     printf("%d op fixtures: %d kernels compiled for sm_80 and sm_90a\n", n, kernels);
 }
 
-/* The tensor-core attention kernels (f16, bf16; causal or not; head sizes 16 to 128)
- * are in the source and compile for both architectures. */
+/* The tensor-core attention kernels (f16, bf16; causal or not; head sizes 16 to 128; a
+ * padding mask's bias) are in the source and compile for both architectures. */
 static void test_attention_mma(void)
 {
-    static const char *const shapes[][2] = {
-        {"bf16", "[2,12,1024,64]"}, {"f16", "[1,4,100,128]"}, {"bf16", "[3,77,16]"}};
+    static const char *const shapes[][3] = {{"bf16", "[2,12,1024,64]", ""},
+                                            {"f16", "[1,4,100,128]", ""},
+                                            {"bf16", "[3,77,16]", ""},
+                                            {"bf16", "[2,12,1024,64]", "[2,1,1,1024]"}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int causal = 0; causal < 2; causal++) {
-            char text[600], label[64];
+            char text[700], label[64], bias[80] = "", operand[8] = "";
             const char *dt = shapes[i][0], *sh = shapes[i][1];
+            if (*shapes[i][2]) {
+                snprintf(bias, sizeof bias, ", %%b: %s%s", dt, shapes[i][2]);
+                snprintf(operand, sizeof operand, ", %%b");
+            }
             snprintf(text, sizeof text,
-                     "graph @a(%%q: %s%s, %%k: %s%s, %%v: %s%s) -> (y: %s%s) {\n"
-                     "  %%y = attention %%q, %%k, %%v {causal=%s} : %s%s\n  return %%y\n}\n",
-                     dt, sh, dt, sh, dt, sh, dt, sh, causal ? "true" : "false", dt, sh);
+                     "graph @a(%%q: %s%s, %%k: %s%s, %%v: %s%s%s) -> (y: %s%s) {\n"
+                     "  %%y = attention %%q, %%k, %%v%s {causal=%s} : %s%s\n  return %%y\n}\n",
+                     dt, sh, dt, sh, dt, sh, bias, dt, sh, operand, causal ? "true" : "false",
+                     dt, sh);
             snprintf(label, sizeof label, "attention_mma_%s_%zu_%d.cu", dt, i, causal);
             Err e = {0};
             Graph *g = ir_parse(text, strlen(text), label, &e);
@@ -101,7 +108,7 @@ static void test_attention_mma(void)
                 compile_graph(graph_copy(g, &e), label);
             graph_free(g);
         }
-    printf("tensor-core attention: 6 kernels compiled for sm_80 and sm_90a\n");
+    printf("tensor-core attention: 8 kernels compiled for sm_80 and sm_90a\n");
 }
 
 static void test_examples(void)

@@ -11,7 +11,7 @@
 #include "passes/passes.h"
 
 #define H 0x1p-12
-#define MAXP 3
+#define MAXP 4
 
 typedef struct Case {
     const char *name;
@@ -112,6 +112,14 @@ static int b_attn(Builder *b, const int *p, int op)
     return b_op(b, op, p, 3, &causal, 1, NULL);
 }
 
+/* Causal, with an additive bias (the fourth parameter): the decomposed backward, the
+ * bias's gradient summed over the heads it is broadcast to. */
+static int b_attn_bias(Builder *b, const int *p, int op)
+{
+    Attr causal = attr_bool("causal", true);
+    return b_op(b, op, p, 4, &causal, 1, NULL);
+}
+
 /* Not causal, scale 0.7: the fused backward's other branch (attention_grad). */
 static int b_attn_plain(Builder *b, const int *p, int op)
 {
@@ -185,6 +193,8 @@ static const Case cases[] = {
      * take (more keys than queries, k and v broadcast), which keep the decomposed one */
     {"attention, 2x2 heads, fused", 3, {{2, 2, 5, 3}, {2, 2, 5, 3}, {2, 2, 5, 3}}, {4, 4, 4}, -1, 1,
      b_attn_plain, OP_ATTENTION},
+    {"attention, bias over heads", 4, {{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}, {2, 1, 3, 3}},
+     {4, 4, 4, 4}, -1, 1, b_attn_bias, OP_ATTENTION},
     {"attention, more keys", 3, {{2, 3, 4}, {2, 5, 4}, {2, 5, 4}}, {3, 3, 3}, -1, 1, b_attn, OP_ATTENTION},
     {"attention, k v broadcast", 3, {{2, 3, 4}, {3, 4}, {3, 4}}, {3, 2, 2}, -1, 1, b_attn_plain,
      OP_ATTENTION},

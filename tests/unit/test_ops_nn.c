@@ -305,6 +305,19 @@ static void test_attention_errors(void)
                  "dimension))");
     expect_error(OP_ATTENTION, 3, (DType[]){DT_I32, DT_I32, DT_I32}, DIMS("4,8", "6,8", "6,8"),
                  NULL, 0, "error: attention: q i32[4,8] is not a float dtype; cast it first");
+    static const DType f4[4] = {DT_F32, DT_F32, DT_F32, DT_F32};
+    expect_error(OP_ATTENTION, 4, f4, DIMS("2,4,8", "2,6,8", "2,6,8", "4,5"), NULL, 0,
+                 "error: attention: bias f32[4,5]: 5 columns, not the 6 keys (or 1)");
+    expect_error(OP_ATTENTION, 4, f4, DIMS("2,4,8", "2,6,8", "2,6,8", "3,6"), NULL, 0,
+                 "error: attention: bias f32[3,6]: 3 rows, not the 4 queries (or 1)");
+    expect_error(OP_ATTENTION, 4, f4, DIMS("2,4,8", "2,6,8", "2,6,8", "3,2,4,6"), NULL, 0,
+                 "error: attention: bias f32[3,2,4,6] does not broadcast to the result "
+                 "f32[2,4,8]'s batch dimensions");
+    expect_error(OP_ATTENTION, 4, (DType[]){DT_F32, DT_F32, DT_F32, DT_F16},
+                 DIMS("4,8", "6,8", "6,8", "4,6"), NULL, 0,
+                 "error: attention: bias f16[4,6]: dtype differs from q's f32; insert a cast");
+    expect_error(OP_ATTENTION, 4, f4, DIMS("4,8", "6,8", "6,8", "6"), NULL, 0,
+                 "error: attention: bias f32[6] needs rank >= 2 ([..., T, S])");
 }
 
 /* ---------------------------------------------------------------- FLOP counts */
