@@ -110,11 +110,21 @@ static Graph *decompose(const Graph *g, KeepFn keep, Err *e)
 
 Graph *pass_decompose(const Graph *g, Err *e) { return decompose(g, keep_none, e); }
 
-Graph *pass_decompose_fused(const Graph *g, Err *e) { return decompose(g, keep_fused, e); }
+/* For a backend with fused kernels: attention written out as ops found first, so that it
+ * stays whole too. */
+static Graph *decompose_fused(const Graph *g, KeepFn keep, Err *e)
+{
+    Graph *found = pass_find_attention(g, e);
+    Graph *done = found ? decompose(found, keep, e) : NULL;
+    graph_free(found);
+    return done;
+}
+
+Graph *pass_decompose_fused(const Graph *g, Err *e) { return decompose_fused(g, keep_fused, e); }
 
 Graph *pass_decompose_fused_forward(const Graph *g, Err *e)
 {
-    return decompose(g, keep_fused_forward, e);
+    return decompose_fused(g, keep_fused_forward, e);
 }
 
 Graph *pass_decompose_for_grad(const Graph *g, Err *e)

@@ -15,10 +15,12 @@ const Pass pass_table[] = {
     {"decompose", pass_decompose,
      "replace composite ops (softmax, attention, ...) by primitives", NULL, NULL},
     {"decompose_fused", pass_decompose_fused,
-     "decompose, but keep attention, its training ops and conv whole (steps on the CPU)",
+     "find_attention, then decompose, but keep attention, its training ops and conv whole "
+     "(steps on the CPU)",
      NULL, NULL},
     {"decompose_fused_forward", pass_decompose_fused_forward,
-     "decompose, but keep attention's forward whole (the GPU's fused kernel)", NULL, NULL},
+     "find_attention, then decompose, but keep attention's forward whole (the GPU's fused "
+     "kernel)", NULL, NULL},
     {"pad", pass_pad,
      "zero-pad matmul N and K to multiples of 16, slicing the result back", NULL, NULL},
     {"colsum", pass_colsum,
@@ -29,6 +31,8 @@ const Pass pass_table[] = {
      pass_precision_arg, "bf16 or f16"},
     {"remat", NULL, "remat=auto|full: recompute forward values in the backward (a joint graph)",
      pass_remat_arg, "auto or full"},
+    {"find_attention", pass_find_attention,
+     "softmax(q k^T * c [+ bias]) v written out as ops becomes one attention op", NULL, NULL},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 

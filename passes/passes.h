@@ -42,7 +42,7 @@ Graph *pass_cse(const Graph *g, Err *e);       /* cse.c */
 Graph *pass_dce(const Graph *g, Err *e);       /* dce.c */
 Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
 /* The same, but attention with static head dims stays whole, for a backend with a fused
- * attention kernel (CUDA). */
+ * attention kernel (CUDA), after find_attention has found it where it is written out. */
 Graph *pass_decompose_fused(const Graph *g, Err *e);
 /* The same, but only attention's forward stays whole (attention_lse and attention_grad,
  * its training ops, decomposed): the CUDA backend's, which has no fused backward. */
@@ -59,6 +59,11 @@ typedef bool (*PadWant)(void *ctx, const Graph *g, int node);
 Graph *pass_pad_gemm(const Graph *g, int multiple, PadWant want, void *ctx, Err *e);
 /* The pass table's "pad": multiple 16, every matmul. */
 Graph *pass_pad(const Graph *g, Err *e);
+
+/* find_attention.c: softmax(matmul(q, kt) [* or / c] [+ bias], last axis) @ v, each
+ * intermediate used once and the whole typing as attention, becomes attention(q,
+ * swap(kt), v [, bias]) {scale=c} (ONNX exports spell attention so). */
+Graph *pass_find_attention(const Graph *g, Err *e);
 
 /* colsum.c: sum(x) over x's leading axes (f32, at least 16 kept elements, static) as
  * ones[1, R] x x[R, C], reshaped: a GEMM streams the rows at vector width where a loop
