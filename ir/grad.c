@@ -9,21 +9,14 @@
 
 /* ---------------------------------------------------------------- building blocks */
 
-/* Node x's type copied into *t. b_type's pointer points into the node array, which the
- * next builder call may move (it grows with realloc), so no rule holds one across a call:
- * every rule reads the types it needs through this first. False for -1. */
-static bool type_of(Builder *b, int x, Type *t)
-{
-    const Type *p = b_type(b, x);
-    if (p)
-        *t = *p;
-    return p != NULL;
-}
+/* b_type's pointer points into the node array, which the next builder call may move (it
+ * grows with realloc), so no rule holds one across a call: every rule reads the types it
+ * needs through b_type_of first. */
 
 static DType dt_of(Builder *b, int x)
 {
     Type t;
-    return type_of(b, x, &t) ? t.dt : DT_F32;
+    return b_type_of(b, x, &t) ? t.dt : DT_F32;
 }
 
 static int k_(Builder *b, double v, int like) { return b_scalar(b, v, dt_of(b, like)); }
@@ -43,14 +36,14 @@ static void b_fail(Builder *b, const char *msg)
 static int unbroadcast_to(Builder *b, int g, int x)
 {
     Type t;
-    return type_of(b, x, &t) ? grad_unbroadcast(b, g, &t) : -1;
+    return b_type_of(b, x, &t) ? grad_unbroadcast(b, g, &t) : -1;
 }
 
 /* `to` must not point into the graph's node array (callers pass a copy). */
 int grad_unbroadcast(Builder *b, int g, const Type *to)
 {
     Type t;
-    if (!type_of(b, g, &t))
+    if (!b_type_of(b, g, &t))
         return -1;
     int lead = t.rank - to->rank, n = 0;
     int64_t axes[COIL_MAX_RANK];
@@ -61,7 +54,7 @@ int grad_unbroadcast(Builder *b, int g, const Type *to)
         g = b_reduce(b, OP_SUM, g, n, axes, true);
     Type want = *to, now;
     want.dt = t.dt;
-    bool same = type_of(b, g, &now) && now.rank == want.rank;
+    bool same = b_type_of(b, g, &now) && now.rank == want.rank;
     for (int d = 0; same && d < want.rank; d++)
         same = dim_eq(now.dim[d], want.dim[d]);
     return same ? g : b_reshape(b, g, &want);
@@ -326,7 +319,7 @@ bool grad_cast(Builder *b, const Node *n, const int *in, int out, int g, int *di
 {
     (void)n, (void)out;
     Type t;
-    if (type_of(b, in[0], &t) && dtype_info[t.dt].is_float)
+    if (b_type_of(b, in[0], &t) && dtype_info[t.dt].is_float)
         din[0] = b_cast(b, g, t.dt);
     return true;
 }
@@ -337,7 +330,7 @@ bool grad_sum(Builder *b, const Node *n, const int *in, int out, int g, int *din
 {
     (void)out;
     Type t;
-    if (!type_of(b, in[0], &t))
+    if (!b_type_of(b, in[0], &t))
         return false;
     t.dt = dt_of(b, g);
     din[0] = b_expand(b, keepdim_form(b, n, g, &t), &t);
@@ -349,7 +342,7 @@ bool grad_sum(Builder *b, const Node *n, const int *in, int out, int g, int *din
 bool grad_mean(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     Type t;
-    if (!type_of(b, in[0], &t) || !grad_sum(b, n, in, out, g, din))
+    if (!b_type_of(b, in[0], &t) || !grad_sum(b, n, in, out, g, din))
         return false;
     din[0] = div_(b, din[0], reduced_count(b, n, &t, g));
     return true;
@@ -359,7 +352,7 @@ bool grad_mean(Builder *b, const Node *n, const int *in, int out, int g, int *di
 bool grad_extremum(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     Type x;
-    if (!type_of(b, in[0], &x))
+    if (!b_type_of(b, in[0], &x))
         return false;
     int hit = b_binary(b, OP_EQ, in[0], keepdim_form(b, n, out, &x));
     int64_t axes[COIL_MAX_RANK];
@@ -375,24 +368,12 @@ bool grad_extremum(Builder *b, const Node *n, const int *in, int out, int g, int
 
 /* ---------------------------------------------------------------- shapes */
 
-/* The last two dims swapped. */
-static int swap_last(Builder *b, int x)
-{
-    Type t;
-    if (!type_of(b, x, &t))
-        return -1;
-    int64_t perm[COIL_MAX_RANK];
-    for (int d = 0; d < t.rank; d++)
-        perm[d] = d;
-    perm[t.rank - 2] = t.rank - 1, perm[t.rank - 1] = t.rank - 2;
-    return b_transpose(b, x, t.rank, perm);
-}
 
 bool grad_matmul(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)n, (void)out;
-    din[0] = b_matmul(b, g, swap_last(b, in[1]));
-    din[1] = b_matmul(b, swap_last(b, in[0]), g);
+    din[0] = b_matmul(b, g, b_swap_last(b, in[1]));
+    din[1] = b_matmul(b, b_swap_last(b, in[0]), g);
     return unbroadcast2(b, in, din);
 }
 
@@ -414,7 +395,7 @@ bool grad_transpose(Builder *b, const Node *n, const int *in, int out, int g, in
         /* A weight used as W^T gets (x^T g)^T: computed as g^T x, its rows in W's order,
          * rather than a product then a strided copy of it. */
         int a = gn->in[0], w = gn->in[1];
-        din[0] = b_matmul(b, swap_last(b, w), swap_last(b, a));
+        din[0] = b_matmul(b, b_swap_last(b, w), b_swap_last(b, a));
         return true;
     }
     int64_t inv[COIL_MAX_RANK];
@@ -428,7 +409,7 @@ bool grad_reshape(Builder *b, const Node *n, const int *in, int out, int g, int 
 {
     (void)n, (void)out;
     Type want;
-    if (!type_of(b, in[0], &want))
+    if (!b_type_of(b, in[0], &want))
         return false;
     want.dt = dt_of(b, g);
     din[0] = b_reshape(b, g, &want);
@@ -455,7 +436,7 @@ bool grad_slice(Builder *b, const Node *n, const int *in, int out, int g, int *d
 {
     (void)out;
     Type x;
-    if (!type_of(b, in[0], &x))
+    if (!b_type_of(b, in[0], &x))
         return false;
     x.dt = dt_of(b, g);
     int axis = (int)node_int(n, "axis");
@@ -486,7 +467,7 @@ bool grad_concat(Builder *b, const Node *n, const int *in, int out, int g, int *
     int64_t at = 0;
     for (int j = 0; j < n->nin; j++) {
         Type t;
-        if (!type_of(b, in[j], &t))
+        if (!b_type_of(b, in[j], &t))
             return false;
         int ax = axis < 0 ? axis + t.rank : axis;
         if (!dim_is_static(t.dim[ax])) {
@@ -506,7 +487,7 @@ bool grad_gather(Builder *b, const Node *n, const int *in, int out, int g, int *
 {
     (void)out;
     Type table, idx;
-    if (!type_of(b, in[0], &table) || !type_of(b, in[1], &idx))
+    if (!b_type_of(b, in[0], &table) || !b_type_of(b, in[1], &idx))
         return false;
     if (node_int(n, "axis") != 0) {
         b_fail(b, "autodiff: gather along an axis other than 0 has no gradient rule yet");
@@ -522,7 +503,7 @@ bool grad_gather(Builder *b, const Node *n, const int *in, int out, int g, int *
     int i64 = idx.dt == DT_I64 ? in[1] : b_cast(b, in[1], DT_I64);
     int onehot = b_binary(b, OP_EQ, b_reshape(b, i64, &col), b_iota(b, &classes, 0));
     int dense = b_cast(b, onehot, dt_of(b, g));
-    int sum = b_matmul(b, swap_last(b, dense), b_reshape(b, g, &flat));
+    int sum = b_matmul(b, b_swap_last(b, dense), b_reshape(b, g, &flat));
     table.dt = dt_of(b, g);
     din[0] = b_reshape(b, sum, &table);
     return true;

@@ -120,6 +120,14 @@ const Type *b_type(const Builder *b, int id)
     return id >= 0 && id < b->g->nnode ? &b->g->node[id].type : NULL;
 }
 
+bool b_type_of(const Builder *b, int id, Type *t)
+{
+    const Type *p = b_type(b, id);
+    if (p)
+        *t = *p;
+    return p != NULL;
+}
+
 static Attr attr_default(const AttrSpec *spec)
 {
     Attr a = {.name = spec->name, .kind = spec->kind};
@@ -346,6 +354,18 @@ int b_transpose(Builder *b, int x, int rank, const int64_t *perm)
 {
     Attr a = attr_ints("perm", rank, perm);
     return b_op(b, OP_TRANSPOSE, &x, 1, &a, 1, NULL);
+}
+
+int b_swap_last(Builder *b, int x)
+{
+    Type t;
+    if (!b_type_of(b, x, &t))
+        return -1;
+    int64_t perm[COIL_MAX_RANK];
+    for (int d = 0; d < t.rank; d++)
+        perm[d] = d;
+    perm[t.rank - 2] = t.rank - 1, perm[t.rank - 1] = t.rank - 2;
+    return b_transpose(b, x, t.rank, perm);
 }
 
 int b_reshape(Builder *b, int x, const Type *t) { return b_op(b, OP_RESHAPE, &x, 1, NULL, 0, t); }

@@ -324,6 +324,10 @@ int b_rand(Builder *b, const Type *t, int64_t seed, int64_t offset);
 /* The type of node id, NULL for -1. The pointer goes stale when the next node is built
  * (the node array grows): copy the Type when you keep it across b_* calls. */
 const Type *b_type(const Builder *b, int id);
+/* Node id's type copied into *t, which stays valid across b_* calls; false for -1. */
+bool b_type_of(const Builder *b, int id, Type *t);
+/* x with its last two dims swapped (a transpose); -1 for -1. */
+int b_swap_last(Builder *b, int x);
 
 /* ---------------------------------------------------------------- host tensors */
 

@@ -235,32 +235,13 @@ double flops_attention_grad(const Node *n, const ITensor *in, const ITensor *out
 
 /* ---------------------------------------------------------------- decompositions */
 
-static bool type_of(Builder *b, int id, Type *t)
-{
-    const Type *p = b_type(b, id);
-    if (p)
-        *t = *p;
-    return p != NULL;
-}
-
-static int swap_last(Builder *b, int x)
-{
-    Type t;
-    if (!type_of(b, x, &t))
-        return -1;
-    int64_t perm[COIL_MAX_RANK];
-    for (int i = 0; i < t.rank; i++)
-        perm[i] = i;
-    perm[t.rank - 2] = t.rank - 1, perm[t.rank - 1] = t.rank - 2;
-    return b_transpose(b, x, t.rank, perm);
-}
 
 /* max + log(sum(exp(s - max))) over the keys, computed in f32 (the result's dtype). */
 int dec_attention_lse(Builder *b, const Node *n, const int *in)
 {
     int64_t last[1] = {-1};
     Type qt;
-    if (!type_of(b, in[0], &qt))
+    if (!b_type_of(b, in[0], &qt))
         return -1;
     int q = qt.dt == DT_F32 ? in[0] : b_cast(b, in[0], DT_F32);
     int k = qt.dt == DT_F32 ? in[1] : b_cast(b, in[1], DT_F32);
@@ -269,7 +250,7 @@ int dec_attention_lse(Builder *b, const Node *n, const int *in)
     int sum = b_reduce(b, OP_SUM, b_unary(b, OP_EXP, b_binary(b, OP_SUB, s, m)), 1, last, true);
     int lse = b_binary(b, OP_ADD, m, b_unary(b, OP_LOG, sum));
     Type t;
-    if (!type_of(b, lse, &t))
+    if (!b_type_of(b, lse, &t))
         return -1;
     t.rank--;
     return b_reshape(b, lse, &t);
@@ -279,7 +260,7 @@ int dec_attention_lse(Builder *b, const Node *n, const int *in)
 static int lead_one(Builder *b, int x)
 {
     Type t;
-    if (!type_of(b, x, &t))
+    if (!b_type_of(b, x, &t))
         return -1;
     for (int d = t.rank; d > 0; d--)
         t.dim[d] = t.dim[d - 1];
@@ -294,7 +275,7 @@ int dec_attention_grad(Builder *b, const Node *n, const int *in)
     int x[5];
     int64_t last[1] = {-1};
     Type rows;
-    if (!type_of(b, in[0], &rows))
+    if (!b_type_of(b, in[0], &rows))
         return -1;
     DType dt = rows.dt;
     for (int i = 0; i < 5; i++)
@@ -304,12 +285,12 @@ int dec_attention_grad(Builder *b, const Node *n, const int *in)
     rows.dim[rows.rank - 1] = dim_static(1);
     int lse = b_reshape(b, b_cast(b, in[5], rows.dt), &rows);
     int p = b_unary(b, OP_EXP, b_binary(b, OP_SUB, attention_scores(b, n, q, k, -1), lse));
-    int dv = b_matmul(b, swap_last(b, p), dout);
-    int dp = b_matmul(b, dout, swap_last(b, v));
+    int dv = b_matmul(b, b_swap_last(b, p), dout);
+    int dp = b_matmul(b, dout, b_swap_last(b, v));
     int di = b_reduce(b, OP_SUM, b_binary(b, OP_MUL, dout, o), 1, last, true);
     int ds = b_binary(b, OP_MUL, b_binary(b, OP_MUL, p, b_binary(b, OP_SUB, dp, di)),
                       attention_scale_value(b, n, q));
-    int parts[3] = {lead_one(b, b_matmul(b, ds, k)), lead_one(b, b_matmul(b, swap_last(b, ds), q)),
+    int parts[3] = {lead_one(b, b_matmul(b, ds, k)), lead_one(b, b_matmul(b, b_swap_last(b, ds), q)),
                     lead_one(b, dv)};
     int packed = b_concat(b, parts, 3, 0);
     return dt == DT_F32 ? packed : b_cast(b, packed, dt);
@@ -328,7 +309,7 @@ bool grad_attention(Builder *b, const Node *n, const int *in, int out, int g, in
     int packed = b_op(b, OP_ATTENTION_GRAD, operands, 6, attrs, 2, NULL);
     for (int j = 0; j < 3; j++) {
         Type t;
-        if (!type_of(b, in[j], &t))
+        if (!b_type_of(b, in[j], &t))
             return false;
         din[j] = b_reshape(b, b_slice(b, packed, 0, j, j + 1, 1), &t);
     }

@@ -179,18 +179,11 @@ double flops_conv(const Node *n, const ITensor *in, const ITensor *out)
 
 /* ---------------------------------------------------------------- building blocks */
 
-static bool type_of(Builder *b, int id, Type *t)
-{
-    const Type *p = b_type(b, id);
-    if (p)
-        *t = *p;
-    return p != NULL;
-}
 
 static int reshape_dims(Builder *b, int x, int rank, const Dim *dims)
 {
     Type t;
-    if (!type_of(b, x, &t))
+    if (!b_type_of(b, x, &t))
         return -1;
     t.rank = rank;
     memcpy(t.dim, dims, sizeof(Dim) * (size_t)rank);
@@ -201,7 +194,7 @@ static int reshape_dims(Builder *b, int x, int rank, const Dim *dims)
 static int pad_zeros(Builder *b, int x, int axis, int64_t before, int64_t after)
 {
     Type t;
-    if (!type_of(b, x, &t) || (before == 0 && after == 0))
+    if (!b_type_of(b, x, &t) || (before == 0 && after == 0))
         return x;
     int zero = b_scalar(b, 0, t.dt), parts[3], np = 0;
     int64_t count[2] = {before, after};
@@ -222,7 +215,7 @@ static int pad_zeros(Builder *b, int x, int axis, int64_t before, int64_t after)
 static int spread_zeros(Builder *b, int x, int axis, int64_t stride)
 {
     Type t;
-    if (!type_of(b, x, &t) || stride == 1)
+    if (!b_type_of(b, x, &t) || stride == 1)
         return x;
     int64_t len = t.dim[axis].k;
     Dim d[COIL_MAX_RANK];
@@ -244,7 +237,7 @@ static int spread_zeros(Builder *b, int x, int axis, int64_t stride)
 static int reverse_axis(Builder *b, int x, int axis)
 {
     Type t;
-    if (!type_of(b, x, &t) || t.dim[axis].k <= 1)
+    if (!b_type_of(b, x, &t) || t.dim[axis].k <= 1)
         return x;
     int64_t len = t.dim[axis].k;
     double idx[1024];
@@ -288,7 +281,7 @@ static int conv_windows(Builder *b, int x, const ConvGeom *c)
 static int conv_columns(Builder *b, int x, const ConvGeom *c)
 {
     Type xt;
-    if (!type_of(b, x, &xt))
+    if (!b_type_of(b, x, &xt))
         return -1;
     int64_t k = 1, o = 1;
     bool pointwise = true;
@@ -313,7 +306,7 @@ int dec_conv(Builder *b, const Node *n, const int *in)
 {
     Type xt, wt;
     ConvGeom c;
-    if (!type_of(b, in[0], &xt) || !type_of(b, in[1], &wt) ||
+    if (!b_type_of(b, in[0], &xt) || !b_type_of(b, in[1], &wt) ||
         !conv_geometry(b->g, n, &xt, &wt, &c, b->err))
         return -1;
     int64_t k = 1;
@@ -385,7 +378,7 @@ static int conv_grad_x(Builder *b, int dy, int w, const ConvGeom *c)
 static int conv_grad_w(Builder *b, int x, int dy, const ConvGeom *c)
 {
     Type xt;
-    if (!type_of(b, x, &xt))
+    if (!b_type_of(b, x, &xt))
         return -1;
     int64_t k = 1, o = 1, mg = c->m / c->groups;
     for (int i = 0; i < c->n; i++)
@@ -412,7 +405,7 @@ bool grad_conv(Builder *b, const Node *n, const int *in, int out, int g, int *di
     (void)out;
     Type xt, wt;
     ConvGeom c;
-    if (!type_of(b, in[0], &xt) || !type_of(b, in[1], &wt) ||
+    if (!b_type_of(b, in[0], &xt) || !b_type_of(b, in[1], &wt) ||
         !conv_geometry(b->g, n, &xt, &wt, &c, b->err))
         return false;
     din[0] = conv_grad_x(b, g, in[1], &c);

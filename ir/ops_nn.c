@@ -491,19 +491,11 @@ double flops_attention(const Node *n, const ITensor *in, const ITensor *out)
 
 /* ---------------------------------------------------------------- decompositions */
 
-/* A value's type copied out: the builder's node array moves as nodes are added. */
-static bool type_of(Builder *b, int id, Type *t)
-{
-    const Type *p = b_type(b, id);
-    if (p)
-        *t = *p;
-    return p != NULL;
-}
 
 static int scalar_like(Builder *b, double v, int like)
 {
     Type t;
-    return type_of(b, like, &t) ? b_scalar(b, v, t.dt) : -1;
+    return b_type_of(b, like, &t) ? b_scalar(b, v, t.dt) : -1;
 }
 
 /* x - max(x) first, so exp never overflows; log_softmax never divides. */
@@ -559,7 +551,7 @@ int dec_dropout(Builder *b, const Node *n, const int *in)
 {
     double p = node_float(n, "p");
     Type uniform;
-    if (!type_of(b, in[0], &uniform) || p == 0)
+    if (!b_type_of(b, in[0], &uniform) || p == 0)
         return p == 0 ? in[0] : -1;
     uniform.dt = DT_F32;
     int u = b_rand(b, &uniform, node_int(n, "seed"), node_int(n, "offset"));
@@ -575,7 +567,7 @@ int dec_dropout(Builder *b, const Node *n, const int *in)
 int dec_cross_entropy(Builder *b, const Node *n, const int *in)
 {
     Type logits, column;
-    if (!type_of(b, in[0], &logits) || !type_of(b, in[1], &column))
+    if (!b_type_of(b, in[0], &logits) || !b_type_of(b, in[1], &column))
         return -1;
     int64_t last[1] = {-1};
     Type classes = {.dt = DT_I64, .rank = 1, .dim = {logits.dim[logits.rank - 1]}};
@@ -601,7 +593,7 @@ int dec_cross_entropy(Builder *b, const Node *n, const int *in)
 int attention_scale_value(Builder *b, const Node *n, int q)
 {
     Type t;
-    if (!type_of(b, q, &t))
+    if (!b_type_of(b, q, &t))
         return -1;
     Dim d = t.dim[t.rank - 1];
     if (node_float(n, "scale") != 0 || dim_is_static(d))
@@ -614,7 +606,7 @@ int attention_scale_value(Builder *b, const Node *n, int q)
 static int causal_mask(Builder *b, int scores)
 {
     Type t;
-    if (!type_of(b, scores, &t))
+    if (!b_type_of(b, scores, &t))
         return -1;
     Type grid = {.dt = DT_I64, .rank = 2, .dim = {t.dim[t.rank - 2], t.dim[t.rank - 1]}};
     int hidden = b_binary(b, OP_GT, b_iota(b, &grid, 1), b_iota(b, &grid, 0));
@@ -625,15 +617,7 @@ static int causal_mask(Builder *b, int scores)
  * decompose through it too, with no bias). */
 int attention_scores(Builder *b, const Node *n, int q, int k, int bias)
 {
-    Type kt;
-    if (!type_of(b, k, &kt))
-        return -1;
-    int64_t perm[COIL_MAX_RANK];
-    for (int i = 0; i < kt.rank; i++)
-        perm[i] = i;
-    perm[kt.rank - 2] = kt.rank - 1;
-    perm[kt.rank - 1] = kt.rank - 2;
-    int scores = b_matmul(b, q, b_transpose(b, k, kt.rank, perm));
+    int scores = b_matmul(b, q, b_swap_last(b, k));
     scores = b_binary(b, OP_MUL, scores, attention_scale_value(b, n, q));
     if (bias >= 0)
         scores = b_binary(b, OP_ADD, scores, bias);

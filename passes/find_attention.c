@@ -107,13 +107,8 @@ static bool match_attention(const Graph *g, const int *uses, int i, Match *m)
 /* The attention op for a match; -1 (and e set) when it does not type. */
 static int build(Rewrite *rw, const Match *m)
 {
-    const Type *kt = &rw->src->node[m->kt].type;
-    int64_t perm[COIL_MAX_RANK];
-    for (int d = 0; d < kt->rank; d++)
-        perm[d] = d;
-    perm[kt->rank - 2] = kt->rank - 1, perm[kt->rank - 1] = kt->rank - 2;
-    int in[4] = {rw->map[m->q], b_transpose(&rw->b, rw->map[m->kt], kt->rank, perm),
-                 rw->map[m->v], m->bias >= 0 ? rw->map[m->bias] : -1};
+    int in[4] = {rw->map[m->q], b_swap_last(&rw->b, rw->map[m->kt]), rw->map[m->v],
+                 m->bias >= 0 ? rw->map[m->bias] : -1};
     Attr scale = attr_float("scale", m->scale);
     return b_op(&rw->b, OP_ATTENTION, in, m->bias >= 0 ? 4 : 3, &scale, 1, NULL);
 }
