@@ -55,6 +55,28 @@ static bool keep_fused(const Graph *g, const Node *n)
            keep_fused_forward(g, n);
 }
 
+/* The GPU keeps attention's training ops whole where its tensor-core kernels take them
+ * (codegen/cuda/attention_mma_backward.c): Q, K and V in f16 or bf16 with head dims a
+ * multiple of 16 up to ATTENTION_MMA_BACKWARD_MAX_HEAD. Elsewhere (f32, larger heads) the
+ * decomposed backward's cuBLAS GEMMs are faster than a CUDA-core kernel would be. */
+static bool keep_training_op_cuda(const Graph *g, const Node *n)
+{
+    if (n->op != OP_ATTENTION_LSE && n->op != OP_ATTENTION_GRAD)
+        return false;
+    const Type *q = &g->node[n->in[0]].type;
+    int64_t d = q->dim[q->rank - 1].k;
+    for (int i = 0; i < (n->op == OP_ATTENTION_LSE ? 2 : 5); i++)
+        if (g->node[n->in[i]].type.dt != q->dt)
+            return false;
+    return (q->dt == DT_F16 || q->dt == DT_BF16) && dim_is_static(q->dim[q->rank - 1]) &&
+           d > 0 && d % 16 == 0 && d <= ATTENTION_MMA_BACKWARD_MAX_HEAD;
+}
+
+static bool keep_fused_cuda(const Graph *g, const Node *n)
+{
+    return keep_fused_forward(g, n) || keep_training_op_cuda(g, n);
+}
+
 /* For autodiff: composites with a gradient rule of their own (conv) stay whole, so the
  * backward is built from the op (a conv's is two convs' worth, not im2col's gathers). */
 static bool keep_differentiable(const Graph *g, const Node *n)
@@ -122,9 +144,9 @@ static Graph *decompose_fused(const Graph *g, KeepFn keep, Err *e)
 
 Graph *pass_decompose_fused(const Graph *g, Err *e) { return decompose_fused(g, keep_fused, e); }
 
-Graph *pass_decompose_fused_forward(const Graph *g, Err *e)
+Graph *pass_decompose_fused_cuda(const Graph *g, Err *e)
 {
-    return decompose_fused(g, keep_fused_forward, e);
+    return decompose_fused(g, keep_fused_cuda, e);
 }
 
 Graph *pass_decompose_for_grad(const Graph *g, Err *e)

@@ -18,9 +18,9 @@ const Pass pass_table[] = {
      "find_attention, then decompose, but keep attention, its training ops and conv whole "
      "(steps on the CPU)",
      NULL, NULL},
-    {"decompose_fused_forward", pass_decompose_fused_forward,
-     "find_attention, then decompose, but keep attention's forward whole (the GPU's fused "
-     "kernel)", NULL, NULL},
+    {"decompose_fused_cuda", pass_decompose_fused_cuda,
+     "find_attention, then decompose, but keep attention's forward whole, and its training "
+     "ops in f16/bf16 at head dims of 16k <= 64 (the GPU's fused kernels)", NULL, NULL},
     {"pad", pass_pad,
      "zero-pad matmul N and K to multiples of 16, slicing the result back", NULL, NULL},
     {"colsum", pass_colsum,
@@ -122,7 +122,7 @@ static int parse_list(const char *list, PassItem *out, int cap, Err *e)
  * backward can be fused (attention_lse, attention_grad): the CPU runs those as steps
  * (runtime/cpu/attention_backward.c), the GPU's list decomposes them. */
 const char pass_pipeline[] = "verify,decompose_fused,colsum,fold,cse,dce";
-const char pass_pipeline_cuda[] = "verify,decompose_fused_forward,colsum,fold,cse,dce";
+const char pass_pipeline_cuda[] = "verify,decompose_fused_cuda,colsum,fold,cse,dce";
 
 bool run_passes_with(Graph **g, const char *list, PassHook after, void *ctx, Err *e)
 {

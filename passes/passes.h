@@ -44,9 +44,11 @@ Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
 /* The same, but attention with static head dims stays whole, for a backend with a fused
  * attention kernel (CUDA), after find_attention has found it where it is written out. */
 Graph *pass_decompose_fused(const Graph *g, Err *e);
-/* The same, but only attention's forward stays whole (attention_lse and attention_grad,
- * its training ops, decomposed): the CUDA backend's, which has no fused backward. */
-Graph *pass_decompose_fused_forward(const Graph *g, Err *e);
+/* The same for the CUDA backend: attention's forward stays whole, its training ops
+ * (attention_lse, attention_grad) where the tensor-core kernels take them: f16 or bf16, head
+ * dims a multiple of 16 up to this many; conv decomposes. */
+#define ATTENTION_MMA_BACKWARD_MAX_HEAD 64
+Graph *pass_decompose_fused_cuda(const Graph *g, Err *e);
 /* decompose, but keep the composites with a gradient rule (autodiff runs it first) */
 Graph *pass_decompose_for_grad(const Graph *g, Err *e);
 

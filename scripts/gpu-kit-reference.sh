@@ -6,6 +6,7 @@
 #                         (scripts/gpu/char_gpt2.args) on /usr/share/common-licenses/GPL-3:
 #                         one JSON line per step (loss, gradient norm, ...)
 #   char-gpt2-cpu.cmd     the command that wrote it
+#   char-gpt2-cpu-bf16.jsonl  the same run autocast to bf16 (--precision bf16)
 #   onnx/NAME.cir.gz      each exported model of tests/onnx/fixtures/models as the IR it
 #                         imports to (`coil dump`, which reads back exactly), since the GPU
 #                         machine has no protobuf-c to read .onnx files itself
@@ -32,6 +33,8 @@ steps=$(grep -c '"step"' "$DIR/char-gpt2-cpu.jsonl.tmp" || true)
 ((steps >= 50)) || die "the CPU run logged $steps steps, not 50"
 mv "$DIR/char-gpt2-cpu.jsonl.tmp" "$DIR/char-gpt2-cpu.jsonl"
 echo "gpu-kit-reference.sh: $DIR/char-gpt2-cpu.jsonl ($steps steps on the CPU)"
+"$COIL" train "${ARGS[@]}" --data "$CORPUS" --precision bf16 >"$DIR/char-gpt2-cpu-bf16.jsonl.tmp"
+mv "$DIR/char-gpt2-cpu-bf16.jsonl.tmp" "$DIR/char-gpt2-cpu-bf16.jsonl"
 
 mkdir -p "$DIR/onnx"
 for model in tests/onnx/fixtures/models/*.onnx; do

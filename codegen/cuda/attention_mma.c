@@ -1,4 +1,5 @@
-/* attention_mma.c — fused attention on tensor cores, FlashAttention-2's forward: a block of
+/* attention_mma.c — fused attention on tensor cores, FlashAttention-2's forward (and
+ * attention_lse, the same walk summing each row's exponentials without V): a block of
  * four warps takes CUDA_ATTN_QUERIES queries, each warp 16 of them, its rows of Q held in
  * registers as mma.sync A fragments. Per tile of 64 keys, K (rows) and V (transposed) are
  * staged in shared memory, padded so the fragment loads meet no bank conflicts; S = Q K^T
@@ -7,8 +8,8 @@
  * a per-lane partial sum; P, rounded to the inputs' format as FlashAttention does, is
  * already in the A layout of P V (the accumulator layout of two adjacent 8-key tiles), so
  * it never leaves registers. K and V move 128 bits at a time where their rows are
- * contiguous and 16-byte aligned (checked in the kernel), else element by element. Causal: a block stops at its last query's key and a warp
- * skips the tiles wholly above its diagonal. The fragment layouts are PTX's m16n8k16; the
+ * contiguous and 16-byte aligned (checked in the kernel), else element by element.
+ * Causal: a block stops at its last query's key and a warp skips the tiles wholly above its diagonal. The fragment layouts are PTX's m16n8k16; the
  * host emulator (tests/unit/cuda_emu.h) models them, so the kernel is checked without a
  * GPU. */
 #include <math.h>
@@ -19,68 +20,48 @@
 
 bool cuda_attention_mma_fits(const Program *p, const Attention *a)
 {
+    if (a->kind == ATTN_BACKWARD)
+        return cuda_attention_mma_backward_fits(p, a);
     DType dt = p->buf[a->q.buf].dt;
-    return a->kind == ATTN_FORWARD && (dt == DT_F16 || dt == DT_BF16) &&
-           p->buf[a->k.buf].dt == dt && p->buf[a->v.buf].dt == dt && a->d % 16 == 0 &&
-           a->dv % 16 == 0 && a->d > 0 && a->dv > 0 && a->d <= MMA_MAX_HEAD &&
-           a->dv <= MMA_MAX_HEAD;
+    bool forward = a->kind == ATTN_FORWARD;
+    return (dt == DT_F16 || dt == DT_BF16) && p->buf[a->k.buf].dt == dt &&
+           p->buf[a->v.buf].dt == dt && a->d % 16 == 0 && a->d > 0 && a->d <= MMA_MAX_HEAD &&
+           (!forward || (a->dv % 16 == 0 && a->dv > 0 && a->dv <= MMA_MAX_HEAD));
 }
 
-/* Q's fragments; the accumulators; the causal stop. */
+/* Q's fragments, the row statistics, the causal stop. */
 static const char mma_setup[] =
-    "  enum { D = %lld, DV = %lld, BC = 64, BR = %d, NT = %d, KP = D + 8, VP = BC + 8 };\n"
+    "  enum { D = %lld, BC = 64, BR = %d, NT = %d, KP = D + 8 };\n"
     "  alignas(16) __shared__ coil_h16 ks[BC * KP];\n"
-    "  alignas(16) __shared__ coil_h16 vt[DV * VP];\n"
     "  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;\n"
     "  const long long w0 = (long long)blockIdx.y * BR + (threadIdx.x >> 5) * 16;\n"
     "  const long long r0 = w0 + g, r1 = r0 + 8;\n"
     "  unsigned qa[D / 16][4];\n"
-    "  #pragma unroll\n"
-    "  for (int kk = 0; kk < D / 16; kk++)\n"
-    "    #pragma unroll\n"
-    "    for (int r = 0; r < 4; r++) {\n"
-    "      const long long row = r & 1 ? r1 : r0;\n"
-    "      const coil_h16 *src = q + off_q + row * rs_q + (kk * 16 + 2 * t4 + 8 * (r >> 1)) * cs_q;\n"
-    "      qa[kk][r] = row < tq ? (unsigned)src[0] | (unsigned)src[cs_q] << 16 : 0u;\n"
-    "    }\n"
-    "  float oacc[DV / 8][4], m[2] = {-COIL_INF, -COIL_INF}, l[2] = {0.0f, 0.0f};\n"
-    "  #pragma unroll\n"
-    "  for (int n = 0; n < DV / 8; n++)\n"
-    "    oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;\n"
-    "  const bool kvec = cs_k == 1 && rs_k %% 8 == 0 && ((unsigned long long)(k + off_k) & 15) == 0;\n"
-    "  const bool vvec = cs_v == 1 && rs_v %% 8 == 0 && ((unsigned long long)(v + off_v) & 15) == 0;\n"
+    "  coil_frag_a<D>(qa, q + off_q, rs_q, cs_q, w0, tq);\n"
+    "  float m[2] = {-COIL_INF, -COIL_INF}, l[2] = {0.0f, 0.0f};\n"
+    "  const bool kvec = coil_vec8(k + off_k, rs_k, cs_k);\n"
     "  long long kend = tk;\n"
     "  if (%d) { long long last = (long long)(blockIdx.y + 1) * BR; kend = last < tk ? last : tk; }\n";
 
-/* A tile of K and V into shared memory (zeros past tk: no NaN reaches P V), then S. */
-static const char mma_scores[] =
+/* The forward's: V transposed in shared memory, the output's accumulators. */
+static const char mma_setup_v[] =
+    "  enum { DV = %lld, VP = BC + 8 };\n"
+    "  alignas(16) __shared__ coil_h16 vt[DV * VP];\n"
+    "  float oacc[DV / 8][4];\n"
+    "  #pragma unroll\n"
+    "  for (int n = 0; n < DV / 8; n++)\n"
+    "    oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;\n"
+    "  const bool vvec = coil_vec8(v + off_v, rs_v, cs_v);\n";
+
+/* A tile of keys (and the forward's values) into shared memory, zeros past tk (no NaN
+ * reaches P V), then S = Q K^T. */
+static const char mma_tile[] =
     "  for (long long j0 = 0; j0 < kend; j0 += BC) {\n"
     "    __syncthreads();\n"
-    "    if (kvec)\n"
-    "      for (int e = threadIdx.x; e < BC * D / 8; e += NT) {\n"
-    "        const int j = e / (D / 8), c = e %% (D / 8) * 8;\n"
-    "        CoilH8 x = {};\n"
-    "        if (j0 + j < tk) x = coil_ld8(k + off_k + (j0 + j) * rs_k + c);\n"
-    "        coil_st8(ks + j * KP + c, x);\n"
-    "      }\n"
-    "    else\n"
-    "      for (int e = threadIdx.x; e < BC * D; e += NT) {\n"
-    "        const int j = e / D, c = e %% D;\n"
-    "        ks[j * KP + c] = j0 + j < tk ? k[off_k + (j0 + j) * rs_k + c * cs_k] : (coil_h16)0;\n"
-    "      }\n"
-    "    if (vvec)\n"
-    "      for (int e = threadIdx.x; e < BC * DV / 8; e += NT) {\n"
-    "        const int j = e / (DV / 8), c = e %% (DV / 8) * 8;\n"
-    "        CoilH8 x = {};\n"
-    "        if (j0 + j < tk) x = coil_ld8(v + off_v + (j0 + j) * rs_v + c);\n"
-    "        #pragma unroll\n"
-    "        for (int i = 0; i < 8; i++) vt[(c + i) * VP + j] = x.h[i];\n"
-    "      }\n"
-    "    else\n"
-    "      for (int e = threadIdx.x; e < BC * DV; e += NT) {\n"
-    "        const int j = e / DV, c = e %% DV;\n"
-    "        vt[c * VP + j] = j0 + j < tk ? v[off_v + (j0 + j) * rs_v + c * cs_v] : (coil_h16)0;\n"
-    "      }\n"
+    "    coil_stage<BC, D, KP, false>(ks, k + off_k + j0 * rs_k, rs_k, cs_k, tk - j0, kvec);\n";
+static const char mma_tile_v[] =
+    "    coil_stage<BC, DV, VP, true>(vt, v + off_v + j0 * rs_v, rs_v, cs_v, tk - j0, vvec);\n";
+static const char mma_scores[] =
     "    __syncthreads();\n"
     "    if (%d && w0 + 15 < j0) continue;\n"
     "    float sc[BC / 8][4];\n"
@@ -111,19 +92,23 @@ static const char mma_softmax[] =
     "        sc[n][i] = x;\n"
     "        mx[i >> 1] = fmaxf(mx[i >> 1], x);\n"
     "      }\n"
-    "    float base[2];\n"
+    "    float base[2], corr[2];\n"
     "    #pragma unroll\n"
     "    for (int r = 0; r < 2; r++) {\n"
     "      mx[r] = fmaxf(mx[r], coil_shfl_xor(mx[r], 1));\n"
     "      mx[r] = fmaxf(mx[r], coil_shfl_xor(mx[r], 2));\n"
     "      base[r] = mx[r] == -COIL_INF ? 0.0f : mx[r];\n"
-    "      const float corr = exp2f(m[r] - base[r]);\n"
+    "      corr[r] = exp2f(m[r] - base[r]);\n"
     "      m[r] = mx[r];\n"
-    "      l[r] *= corr;\n"
+    "      l[r] *= corr[r];\n"
+    "    }\n";
+
+/* The forward's: O rescaled, P in registers, then O += P V. */
+static const char mma_pv[] =
+    "    #pragma unroll\n"
+    "    for (int n = 0; n < DV / 8; n++)\n"
     "      #pragma unroll\n"
-    "      for (int n = 0; n < DV / 8; n++)\n"
-    "        oacc[n][2 * r] *= corr, oacc[n][2 * r + 1] *= corr;\n"
-    "    }\n"
+    "      for (int i = 0; i < 4; i++) oacc[n][i] *= corr[i >> 1];\n"
     "    unsigned pa[BC / 16][4];\n"
     "    #pragma unroll\n"
     "    for (int n = 0; n < BC / 8; n++) {\n"
@@ -145,13 +130,25 @@ static const char mma_softmax[] =
     "    }\n"
     "  }\n";
 
-/* The rows' sums gathered from their four lanes, O / l stored. */
-static const char mma_store[] =
+/* attention_lse's: the rows' sums only. */
+static const char mma_lse_sum[] =
+    "    #pragma unroll\n"
+    "    for (int n = 0; n < BC / 8; n++) {\n"
+    "      l[0] += exp2f(sc[n][0] - base[0]) + exp2f(sc[n][1] - base[0]);\n"
+    "      l[1] += exp2f(sc[n][2] - base[1]) + exp2f(sc[n][3] - base[1]);\n"
+    "    }\n"
+    "  }\n";
+
+/* The rows' sums gathered from their four lanes. */
+static const char mma_gather[] =
     "  #pragma unroll\n"
     "  for (int r = 0; r < 2; r++) {\n"
     "    l[r] += coil_shfl_xor(l[r], 1);\n"
     "    l[r] += coil_shfl_xor(l[r], 2);\n"
-    "  }\n"
+    "  }\n";
+
+/* The forward's O / l. */
+static const char mma_store[] =
     "  #pragma unroll\n"
     "  for (int n = 0; n < DV / 8; n++)\n"
     "    #pragma unroll\n"
@@ -162,19 +159,47 @@ static const char mma_store[] =
     "    }\n"
     "}\n\n";
 
+/* attention_lse's log-sum-exp, in natural units, by one lane of the four. */
+static const char mma_lse_store[] =
+    "  #pragma unroll\n"
+    "  for (int r = 0; r < 2; r++) {\n"
+    "    const long long row = r ? r1 : r0;\n"
+    "    if (t4 == 0 && row < tq)\n"
+    "      o[off_o + row * rs_o] = m[r] == -COIL_INF ? -COIL_INF\n"
+    "                              : (m[r] + log2f(l[r])) * 0.6931471805599453f;\n"
+    "  }\n"
+    "}\n\n";
+
 void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix)
 {
     const Attention *a = &p->step[s].attn;
+    if (a->kind == ATTN_BACKWARD) {
+        cuda_put_attention_mma_backward(t, p, s, prefix);
+        return;
+    }
     const char *type = p->buf[a->q.buf].dt == DT_F16 ? "f16" : "bf16";
     DType ot = p->buf[a->o.buf].dt;
     const char *store = ot == DT_F16 ? "coil_f32_to_f16" : ot == DT_BF16 ? "coil_f32_to_bf16" : "";
     int causal = a->causal ? 1 : 0;
+    bool forward = a->kind == ATTN_FORWARD;
     cuda_put_attention_head(t, p, s, prefix, "_mma", CUDA_ATTN_MMA_THREADS);
-    text_put(t, mma_setup, (long long)a->d, (long long)a->dv, CUDA_ATTN_QUERIES,
-             CUDA_ATTN_MMA_THREADS, causal);
+    text_put(t, mma_setup, (long long)a->d, CUDA_ATTN_QUERIES, CUDA_ATTN_MMA_THREADS, causal);
+    if (forward)
+        text_put(t, mma_setup_v, (long long)a->dv);
+    text_put(t, mma_tile);
+    if (forward)
+        text_put(t, mma_tile_v);
     text_put(t, mma_scores, causal, type);
     text_put(t, mma_mask, causal, a->scale);
     cuda_put_attention_bias(t, p, a, "row", "col");
-    text_put(t, mma_softmax, type, type, type);
-    text_put(t, mma_store, cuda_mem_type(ot), store);
+    text_put(t, mma_softmax);
+    if (forward)
+        text_put(t, mma_pv, type, type, type);
+    else
+        text_put(t, mma_lse_sum);
+    text_put(t, mma_gather);
+    if (forward)
+        text_put(t, mma_store, cuda_mem_type(ot), store);
+    else
+        text_put(t, mma_lse_store);
 }

@@ -45,7 +45,8 @@ char *cuda_variants_part(const Program *p, int k, const char *prefix, bool prelu
 /* An attention step s is `coil_attention_<s>` (same signature): one thread per query,
  * CUDA_ATTN_QUERIES queries per block, one batch element per grid.x (batch dims flattened,
  * row-major: grid.x allows 2^31 - 1 of them), grid.y = ceil(Tq / CUDA_ATTN_QUERIES) (at
- * most 65535), keys in tiles of CUDA_ATTN_TILE. */
+ * most 65535), keys in tiles of CUDA_ATTN_TILE. A backward step's grid.y is twice that:
+ * its key blocks (a thread per key: dK, dV), then its query blocks (dQ). */
 #define CUDA_ATTN_QUERIES 64
 #define CUDA_ATTN_TILE 32
 
@@ -53,9 +54,12 @@ char *cuda_variants_part(const Program *p, int k, const char *prefix, bool prelu
  * grid (CUDA_ATTN_QUERIES queries per block) on CUDA_ATTN_MMA_THREADS threads, Q K^T and
  * P V on tensor cores (mma.sync m16n8k16, f32 accumulators; sm_80 and later). */
 #define CUDA_ATTN_MMA_THREADS 128
-/* Whether attention a has a tensor-core kernel: a forward pass with Q, K and V all f16 or
- * all bf16, head sizes multiples of 16 up to 128. */
+/* Whether attention a has a tensor-core kernel: Q, K and V (and the backward's O and dO)
+ * all f16 or all bf16, head sizes multiples of 16 up to 128 (the backward's up to
+ * ATTENTION_MMA_BACKWARD_MAX_HEAD). The backward's grid: key blocks, then query blocks
+ * (cuda_attention_dims). */
 bool cuda_attention_mma_fits(const Program *p, const Attention *a);
+bool cuda_attention_mma_backward_fits(const Program *p, const Attention *a);
 /* For the emitters (emit.c, attention_mma.c): attention step s's kernel signature (the
  * name prefix, coil_attention_<s>, suffix), its operands' pointers, sizes, batch indices,
  * offsets (off_q...) and strides (rs_q, cs_q...); a size from the symbol table; the type a
@@ -67,7 +71,13 @@ void cuda_put_dim(Text *t, Dim d);
 void cuda_put_attention_bias(Text *t, const Program *p, const Attention *a, const char *row,
                              const char *col);
 const char *cuda_mem_type(DType dt);
+/* A stored element's conversion to float, and back ("" for f32): C function names. */
+const char *cuda_load_fn(DType dt);
+const char *cuda_store_fn(DType dt);
 void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix);
+void cuda_put_attention_mma_backward(Text *t, const Program *p, int s, const char *prefix);
+/* attention_lse's and attention_grad's kernels on CUDA cores (attention_train.c). */
+void cuda_put_attention_train(Text *t, const Program *p, int s, const char *prefix);
 
 /* The program's kernels (GEMM steps are the runtime's: cuBLAS) as CUDA C++ source,
  * malloc'd; NULL with e set when a kernel cannot be expressed. */

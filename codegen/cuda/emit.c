@@ -450,13 +450,27 @@ static void put_operand_offset(Text *t, const char *name, const GemmOperand *o, 
     text_put(t, ";\n");
 }
 
+/* The operands an attention step's kernels read and write, by name. */
+static int attention_operands(const Attention *a, const GemmOperand **op, const char **names)
+{
+    const GemmOperand *all[8] = {&a->q, &a->k, &a->v, &a->o, &a->bias, &a->fo, &a->dout, &a->lse};
+    static const char *const all_names[8] = {"q", "k", "v", "o", "b", "fo", "dout", "lse"};
+    int n = 0;
+    for (int i = 0; i < 8; i++) {
+        bool used = i < 4 || (i == 4 ? a->has_bias : a->kind == ATTN_BACKWARD);
+        if (used)
+            op[n] = all[i], names[n++] = all_names[i];
+    }
+    return n;
+}
+
 void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefix,
                              const char *suffix, int threads)
 {
     const Attention *a = &p->step[s].attn;
-    const GemmOperand *op[5] = {&a->q, &a->k, &a->v, &a->o, &a->bias};
-    const char *names[5] = {"q", "k", "v", "o", "b"};
-    int nop = a->has_bias ? 5 : 4;
+    const GemmOperand *op[8];
+    const char *names[8];
+    int nop = attention_operands(a, op, names);
     text_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) %scoil_attention_%d%s(void "
              "*const *__restrict__ coil_bufs, const long long *__restrict__ coil_syms)\n{\n",
              threads, prefix, s, suffix);
@@ -469,6 +483,10 @@ void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefi
     cuda_put_dim(t, a->tq);
     text_put(t, ", tk = ");
     cuda_put_dim(t, a->tk);
+    if (a->kind == ATTN_BACKWARD) { /* dK and dV follow dQ in o */
+        text_put(t, ", part = ");
+        cuda_put_dim(t, a->part);
+    }
     text_put(t, ";\n  long long coil_rest = blockIdx.x;\n");
     for (int d = a->nbatch - 1; d >= 0; d--) {
         text_put(t, "  const long long coil_n%d = ", d);
@@ -477,7 +495,7 @@ void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefi
     }
     text_put(t, "  (void)coil_rest;\n");
     for (int i = 0; i < nop; i++) {
-        char off[8];
+        char off[16];
         snprintf(off, sizeof off, "off_%s", names[i]);
         put_operand_offset(t, off, op[i], a->nbatch);
         text_put(t, "  const long long rs_%s = ", names[i]);
@@ -490,16 +508,21 @@ void cuda_put_attention_head(Text *t, const Program *p, int s, const char *prefi
 
 const char *cuda_mem_type(DType dt) { return mem_type[dt]; }
 
-static const char *load_fn(DType dt)
+const char *cuda_load_fn(DType dt)
 {
     return dt == DT_F16 ? "coil_f16_to_f32" : dt == DT_BF16 ? "coil_bf16_to_f32" : "(float)";
+}
+
+const char *cuda_store_fn(DType dt)
+{
+    return dt == DT_F16 ? "coil_f32_to_f16" : dt == DT_BF16 ? "coil_f32_to_bf16" : "";
 }
 
 void cuda_put_attention_bias(Text *t, const Program *p, const Attention *a, const char *row,
                              const char *col)
 {
     if (a->has_bias)
-        text_put(t, "%s(b[off_b + (%s) * rs_b + (%s) * cs_b])", load_fn(p->buf[a->bias.buf].dt),
+        text_put(t, "%s(b[off_b + (%s) * rs_b + (%s) * cs_b])", cuda_load_fn(p->buf[a->bias.buf].dt),
                  row, col);
     else
         text_put(t, "0.0f");
@@ -526,7 +549,7 @@ static void emit_attention(Emit *em, int s)
         "    qv[c] = active ? %s(q[off_q + i * rs_q + c * cs_q]) * %af : 0.0f;\n"
         "  for (int c = 0; c < DV; c++) acc[c] = 0.0f;\n"
         "  long long kend = tk;\n",
-        (long long)a->d, (long long)a->dv, CUDA_ATTN_TILE, CUDA_ATTN_QUERIES, load_fn(qt),
+        (long long)a->d, (long long)a->dv, CUDA_ATTN_TILE, CUDA_ATTN_QUERIES, cuda_load_fn(qt),
         a->scale);
     if (a->causal)
         put(em, "  { long long last = (long long)(blockIdx.y + 1) * BR; kend = last < tk ? last : tk; }\n");
@@ -548,7 +571,7 @@ static void emit_attention(Emit *em, int s)
         "        float dot = 0.0f;\n"
         "        for (int c = 0; c < D; c++) dot += qv[c] * ks[jj][c];\n"
         "        sc[jj] = j < tk && !(%d && j > i) ? dot + ",
-        load_fn(kt), load_fn(vt), a->causal ? 1 : 0);
+        cuda_load_fn(kt), cuda_load_fn(vt), a->causal ? 1 : 0);
     cuda_put_attention_bias(&em->t, em->p, a, "i", "j");
     put(em,
         " : -COIL_INF;\n"
@@ -573,8 +596,7 @@ static void emit_attention(Emit *em, int s)
         "    for (int c = 0; c < DV; c++)\n"
         "      o[off_o + i * rs_o + c * cs_o] = (%s)%s(acc[c] / l);\n"
         "}\n\n",
-        mem_type[ot],
-        ot == DT_F16 ? "coil_f32_to_f16" : ot == DT_BF16 ? "coil_f32_to_bf16" : "");
+        mem_type[ot], cuda_store_fn(ot));
 }
 
 char *cuda_source(const Program *p, Err *e) { return cuda_source_part(p, "", true, e); }
@@ -603,19 +625,15 @@ static char *emit_end(Emit *em, Err *e)
 
 char *cuda_source_part(const Program *p, const char *prefix, bool prelude, Err *e)
 {
-    for (int s = 0; s < p->nstep; s++)
-        if (p->step[s].kind == STEP_ATTENTION && p->step[s].attn.kind != ATTN_FORWARD) {
-            err_set(e, ERR_INPUT, "cuda: step %d is attention's fused backward, which the CUDA "
-                    "backend has no kernel for; its pass list decomposes it "
-                    "(decompose_fused_forward)", s);
-            return NULL;
-        }
     Emit em = emit_begin(p, prefix, prelude, e);
     for (int k = 0; em.need && k < p->nkernel; k++)
         emit_kernel(&em, k, (CudaKernelConfig){CUDA_BLOCK, 1, 0}, "");
     for (int s = 0; em.need && s < p->nstep; s++)
         if (p->step[s].kind == STEP_ATTENTION) {
-            emit_attention(&em, s);
+            if (p->step[s].attn.kind == ATTN_FORWARD)
+                emit_attention(&em, s);
+            else
+                cuda_put_attention_train(&em.t, p, s, prefix);
             if (cuda_attention_mma_fits(p, &p->step[s].attn))
                 cuda_put_attention_mma(&em.t, p, s, prefix);
         }

@@ -39,7 +39,9 @@ bool cuda_attention_dims(const Attention *a, const SymBind *sb, CudaGrid *g, Err
     int64_t batch = 1, tq = dim_value(a->tq, sb);
     for (int d = 0; d < a->nbatch; d++)
         batch *= dim_value(a->batch[d], sb);
-    *g = (CudaGrid){batch, (tq + CUDA_ATTN_QUERIES - 1) / CUDA_ATTN_QUERIES, CUDA_ATTN_QUERIES};
+    int64_t blocks = (tq + CUDA_ATTN_QUERIES - 1) / CUDA_ATTN_QUERIES;
+    /* the backward's key blocks, then its query blocks (tq = tk) */
+    *g = (CudaGrid){batch, a->kind == ATTN_BACKWARD ? 2 * blocks : blocks, CUDA_ATTN_QUERIES};
     if (g->y <= 65535 && g->x <= INT_MAX)
         return true;
     err_set(e, ERR_INPUT, "attention over %lld queries and %lld batch elements exceeds the "
@@ -185,7 +187,7 @@ bool cuda_gemm_map(const Program *p, const Gemm *g, const SymBind *sb, CuGemm *c
     memset(cg, 0, sizeof *cg);
     if (g->conv) { /* B is not in memory: the GPU's pipeline decomposes conv first */
         err_set(e, ERR_INPUT, "a conv step (B read through x's windows) has no CUDA kernel; "
-                "decompose conv (the CUDA pipeline's decompose_fused_forward does)");
+                "decompose conv (the CUDA pipeline's decompose_fused_cuda does)");
         return false;
     }
     if (!check_dtypes(p, g, cg, e))

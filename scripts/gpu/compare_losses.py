@@ -7,8 +7,8 @@ a GPU sums in other orders (cuBLAS, block reductions) and the difference grows a
 with each step. Passes when every step's loss is within --rtol of the CPU's (default 2%)
 and the last within --final-rtol (default 1%); both runs must have the same steps.
 
-Usage: python3 scripts/gpu/compare_losses.py CPU.jsonl GPU.jsonl [--json FILE]
-Prints each tenth step, then `RESULT train-char-gpt2 pass|fail max_rel=...`.
+Usage: python3 scripts/gpu/compare_losses.py CPU.jsonl GPU.jsonl [--json FILE] [--check NAME]
+Prints each tenth step, then `RESULT NAME pass|fail max_rel=...` (NAME: train-char-gpt2).
 """
 import argparse
 import json
@@ -33,11 +33,12 @@ def main():
     ap.add_argument("--rtol", type=float, default=0.02)
     ap.add_argument("--final-rtol", type=float, default=0.01)
     ap.add_argument("--json")
+    ap.add_argument("--check", default="train-char-gpt2", help="the RESULT line's name")
     a = ap.parse_args()
     cpu, gpu = losses(a.cpu), losses(a.gpu)
     if not cpu or sorted(cpu) != sorted(gpu):
         print(f"steps differ: CPU {len(cpu)} ({a.cpu}), GPU {len(gpu)} ({a.gpu})")
-        print("RESULT train-char-gpt2 fail steps-differ")
+        print(f"RESULT {a.check} fail steps-differ")
         return 1
     rel = {s: abs(gpu[s] - cpu[s]) / abs(cpu[s]) for s in cpu}
     for s in sorted(cpu):
@@ -46,12 +47,12 @@ def main():
     last = max(cpu)
     worst = max(rel.values())
     ok = worst <= a.rtol and rel[last] <= a.final_rtol
-    result = {"check": "train-char-gpt2", "pass": ok, "steps": len(cpu), "max_rel": worst,
+    result = {"check": a.check, "pass": ok, "steps": len(cpu), "max_rel": worst,
               "final_rel": rel[last], "cpu_final": cpu[last], "gpu_final": gpu[last]}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
-    print(f"RESULT train-char-gpt2 {'pass' if ok else 'fail'} max_rel={worst:.2e} "
+    print(f"RESULT {a.check} {'pass' if ok else 'fail'} max_rel={worst:.2e} "
           f"final: CPU {cpu[last]:.4f} GPU {gpu[last]:.4f}")
     return 0 if ok else 1
 

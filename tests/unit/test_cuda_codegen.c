@@ -111,6 +111,42 @@ static void test_attention_mma(void)
     printf("tensor-core attention: 8 kernels compiled for sm_80 and sm_90a\n");
 }
 
+/* attention's training ops kept whole (decompose_fused_cuda): attention_lse on tensor
+ * cores and the backward's two kinds of block, with their CUDA-core kernels. */
+static void test_attention_training(void)
+{
+    static const char *const shapes[][3] = {{"bf16", "[2,12,1024,64]", "[2,12,1024]"},
+                                            {"f16", "[3,77,32]", "[3,77]"},
+                                            {"bf16", "[5,16]", "[5]"}};
+    int n = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            char text[900], label[64];
+            const char *dt = shapes[i][0], *sh = shapes[i][1], *c = causal ? "true" : "false";
+            snprintf(text, sizeof text,
+                     "graph @a(%%q: %s%s, %%k: %s%s, %%v: %s%s, %%o: %s%s, %%g: %s%s) -> (d: %s[3,%s) {\n"
+                     "  %%l = attention_lse %%q, %%k {causal=%s} : f32%s\n"
+                     "  %%d = attention_grad %%q, %%k, %%v, %%o, %%g, %%l {causal=%s} : %s[3,%s\n"
+                     "  return %%d\n}\n",
+                     dt, sh, dt, sh, dt, sh, dt, sh, dt, sh, dt, sh + 1, c, shapes[i][2], c, dt, sh + 1);
+            snprintf(label, sizeof label, "attention_train_%s_%zu_%d.cu", dt, i, causal);
+            Err e = {0};
+            Graph *g = ir_parse(text, strlen(text), label, &e);
+            Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
+            char *src = p ? cuda_source(p, &e) : NULL;
+            CHECK(src && strstr(src, "coil_attention_0_mma(") && strstr(src, "coil_attention_1_mma(") &&
+                  strstr(src, "coil_attention_1("));
+            if (!src)
+                fprintf(stderr, "%s: %s\n", label, e.msg);
+            free(src);
+            program_free(p);
+            if (g)
+                compile_graph(graph_copy(g, &e), label), n++;
+            graph_free(g);
+        }
+    printf("attention's training ops: %d graphs' kernels compiled for sm_80 and sm_90a\n", n);
+}
+
 static void test_examples(void)
 {
     static const struct {
@@ -274,6 +310,7 @@ int main(int argc, char **argv)
     test_cache();
     test_examples();
     test_attention_mma();
+    test_attention_training();
     test_fixtures();
     return check_status();
 }

@@ -87,6 +87,32 @@ static const char *const large_cases[][2] = {
     {"mma_bf16_head128", "graph @a(%q: bf16[1,20,128], %k: bf16[1,70,128], %v: bf16[1,70,128]) "
                          "-> (y: bf16[1,20,128]) {\n"
                          "  %y = attention %q, %k, %v : bf16[1,20,128]\n  return %y\n}\n"},
+    /* attention's training ops, kept whole (decompose_fused_cuda): the log-sum-exp, and the
+     * backward (O an input, so that the forward kernel's rounding of it is not what is
+     * measured): causal with a query tail over three key blocks, f16 with a scale and a
+     * tail, and Q, K, V and dO strided (element-by-element loads) */
+    {"mma_bf16_grad_causal",
+     "graph @a(%q: bf16[1,2,150,64], %k: bf16[1,2,150,64], %v: bf16[1,2,150,64], "
+     "%o: bf16[1,2,150,64], %g: bf16[1,2,150,64]) -> (d: bf16[3,1,2,150,64], l: f32[1,2,150]) {\n"
+     "  %l = attention_lse %q, %k {causal=true} : f32[1,2,150]\n"
+     "  %d = attention_grad %q, %k, %v, %o, %g, %l {causal=true} : bf16[3,1,2,150,64]\n"
+     "  return %d, %l\n}\n"},
+    {"mma_f16_grad_scale",
+     "graph @a(%q: f16[2,70,32], %k: f16[2,70,32], %v: f16[2,70,32], %o: f16[2,70,32], "
+     "%g: f16[2,70,32]) -> (d: f16[3,2,70,32], l: f32[2,70]) {\n"
+     "  %l = attention_lse %q, %k {scale=0.3} : f32[2,70]\n"
+     "  %d = attention_grad %q, %k, %v, %o, %g, %l {scale=0.3} : f16[3,2,70,32]\n"
+     "  return %d, %l\n}\n"},
+    {"mma_bf16_grad_strided",
+     "graph @a(%qt: bf16[2,16,40], %kt: bf16[2,16,40], %vt: bf16[2,16,40], %o: bf16[2,40,16], "
+     "%gt: bf16[2,16,40]) -> (d: bf16[3,2,40,16]) {\n"
+     "  %q = transpose %qt {perm=[0, 2, 1]} : bf16[2,40,16]\n"
+     "  %k = transpose %kt {perm=[0, 2, 1]} : bf16[2,40,16]\n"
+     "  %v = transpose %vt {perm=[0, 2, 1]} : bf16[2,40,16]\n"
+     "  %g = transpose %gt {perm=[0, 2, 1]} : bf16[2,40,16]\n"
+     "  %l = attention_lse %q, %k {causal=true} : f32[2,40]\n"
+     "  %d = attention_grad %q, %k, %v, %o, %g, %l {causal=true} : bf16[3,2,40,16]\n"
+     "  return %d\n}\n"},
 };
 
 static bool emu_make(Emu *u, const char *name, const char *text)
