@@ -251,9 +251,19 @@ static coil_model *load_package(const char *path, const coil_options *opt, coil_
 
 coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err)
 {
+    return coil_load_sized(path, opt, err, sizeof *opt);
+}
+
+coil_model *coil_load_sized(const char *path, const coil_options *given, coil_error *err,
+                            size_t size)
+{
     ModelOptions mo;
     Err e = {0};
+    coil_options o;
     api_err_clear(err);
+    if (!api_sized(given, size, &o, sizeof o, "coil_load", "coil_options", err))
+        return NULL;
+    const coil_options *opt = given ? &o : NULL;
     if (!path) {
         api_fail(err, COIL_ERR_USAGE, "coil_load: the path is NULL");
         return NULL;
@@ -288,9 +298,19 @@ static Graph *compile_text(const char *name, const char *text, size_t len, const
 coil_model *coil_load_text(const char *name, const char *text, size_t len,
                            const coil_options *opt, coil_error *err)
 {
+    return coil_load_text_sized(name, text, len, opt, err, sizeof *opt);
+}
+
+coil_model *coil_load_text_sized(const char *name, const char *text, size_t len,
+                                 const coil_options *given, coil_error *err, size_t size)
+{
     ModelOptions mo;
     Err e = {0};
+    coil_options o;
     api_err_clear(err);
+    if (!api_sized(given, size, &o, sizeof o, "coil_load_text", "coil_options", err))
+        return NULL;
+    const coil_options *opt = given ? &o : NULL;
     name = name ? name : "<text>";
     if (!text && len > 0) {
         api_fail(err, COIL_ERR_USAGE, "coil_load_text: %s: the text is NULL but len is %zu", name, len);

@@ -47,6 +47,12 @@ bool api_fail_err(coil_error *err, const Err *e);
 /* Fill *err with code and a formatted message and return false. */
 __attribute__((format(printf, 3, 4)))
 bool api_fail(coil_error *err, int code, const char *fmt, ...);
+/* An options struct the caller compiled at `given` bytes, as this library's `size`-byte
+ * struct in out: the bytes past `given` zero (the defaults of fields a newer header added);
+ * a larger struct's extra bytes must be zero (fields this library does not know), else
+ * COIL_ERR_USAGE naming fn, the type and both sizes. NULL given: out is not touched. */
+bool api_sized(const void *given, size_t given_size, void *out, size_t size, const char *fn,
+               const char *type, coil_error *err);
 
 /* ---------------------------------------------------------------- api.c: tensors, running */
 

@@ -361,8 +361,18 @@ static bool build_options(const coil_options *opt, coil_error *err)
 
 coil_model *coil_build(coil_builder *b, const coil_options *opt, coil_error *err)
 {
+    return coil_build_sized(b, opt, err, sizeof *opt);
+}
+
+coil_model *coil_build_sized(coil_builder *b, const coil_options *given, coil_error *err,
+                             size_t size)
+{
     Err e = {0};
+    coil_options o;
     api_err_clear(err);
+    if (!api_sized(given, size, &o, sizeof o, "coil_build", "coil_options", err))
+        return NULL;
+    const coil_options *opt = given ? &o : NULL;
     if (!b) {
         api_fail(err, COIL_ERR_USAGE, "coil_build: the builder is NULL");
         return NULL;

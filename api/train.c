@@ -24,6 +24,16 @@ struct coil_trainer {
 
 /* ---------------------------------------------------------------- options */
 
+void coil_train_defaults_into(const char *optimizer, coil_train_options *out, size_t size)
+{
+    coil_train_options o = coil_train_defaults(optimizer);
+    if (!out)
+        return;
+    memcpy(out, &o, size < sizeof o ? size : sizeof o);
+    if (size > sizeof o) /* a newer header's fields: zero, their defaults */
+        memset((char *)out + sizeof o, 0, size - sizeof o);
+}
+
 coil_train_options coil_train_defaults(const char *optimizer)
 {
     bool lion = optimizer && strcmp(optimizer, "lion") == 0;
@@ -190,7 +200,17 @@ static bool loss_ok(const coil_model *m, const char *loss, coil_error *err)
 
 coil_trainer *coil_trainer_new(coil_model *model, const coil_train_options *opt, coil_error *err)
 {
+    return coil_trainer_new_sized(model, opt, err, sizeof *opt);
+}
+
+coil_trainer *coil_trainer_new_sized(coil_model *model, const coil_train_options *given,
+                                     coil_error *err, size_t size)
+{
+    coil_train_options sized;
     api_err_clear(err);
+    if (!api_sized(given, size, &sized, sizeof sized, "coil_trainer_new", "coil_train_options", err))
+        return NULL;
+    const coil_train_options *opt = given ? &sized : NULL;
     if (!model) {
         api_fail(err, COIL_ERR_USAGE, "coil_trainer_new: the model is NULL");
         return NULL;

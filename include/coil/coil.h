@@ -487,6 +487,46 @@ COIL_API bool coil_trainer_save(coil_trainer *tr, const char *dir, coil_error *e
  * read (another model's) leaves it refusing every later call: free it. */
 COIL_API bool coil_trainer_resume(coil_trainer *tr, const char *dir, coil_error *err);
 
+/* ---------------------------------------------------------------- options' sizes */
+
+/* The options structs grow: fields are only ever added at their end. So that a program
+ * built against an older header keeps working with a newer libcoil, and is refused rather
+ * than misread by an older one, the calls that take one are macros (below) passing the
+ * size the program was compiled with to these `_sized` entry points: fields past that
+ * size read as zero, which is each new field's default; a struct larger than the
+ * library's own with any of its extra bytes set is COIL_ERR_USAGE naming both sizes. The
+ * plain names are exported functions too (for dlsym and foreign-function callers such as
+ * the Python package, which pass their own size to the `_sized` ones): they assume this
+ * header's layout. coil_train_defaults writes through coil_train_defaults_into, so that
+ * an older program's smaller struct is not overrun. */
+COIL_API coil_model *coil_load_sized(const char *path, const coil_options *opt, coil_error *err,
+                                     size_t opt_size);
+COIL_API coil_model *coil_load_text_sized(const char *name, const char *text, size_t len,
+                                          const coil_options *opt, coil_error *err,
+                                          size_t opt_size);
+COIL_API coil_model *coil_build_sized(coil_builder *b, const coil_options *opt, coil_error *err,
+                                      size_t opt_size);
+COIL_API coil_trainer *coil_trainer_new_sized(coil_model *model, const coil_train_options *opt,
+                                              coil_error *err, size_t opt_size);
+COIL_API void coil_train_defaults_into(const char *optimizer, coil_train_options *out,
+                                       size_t out_size);
+
+/* Variadic, so that an argument with commas of its own (a compound literal's
+ * `&(coil_options){.device = "cuda", .threads = 2}`) passes through whole. */
+#ifndef COIL_BUILDING_LIBRARY
+static inline coil_train_options coil_train_defaults_sized_(const char *optimizer)
+{
+    coil_train_options o;
+    coil_train_defaults_into(optimizer, &o, sizeof o);
+    return o;
+}
+#define coil_load(...) coil_load_sized(__VA_ARGS__, sizeof(coil_options))
+#define coil_load_text(...) coil_load_text_sized(__VA_ARGS__, sizeof(coil_options))
+#define coil_build(...) coil_build_sized(__VA_ARGS__, sizeof(coil_options))
+#define coil_trainer_new(...) coil_trainer_new_sized(__VA_ARGS__, sizeof(coil_train_options))
+#define coil_train_defaults(...) coil_train_defaults_sized_(__VA_ARGS__)
+#endif
+
 #ifdef __cplusplus
 }
 #endif

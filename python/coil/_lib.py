@@ -103,8 +103,9 @@ _OPTS = ctypes.POINTER(Options)
 for name, res, args in [
         ("coil_version", _S, []),
         ("coil_dtype_name", _S, [_I]),
-        ("coil_load", _P, [_S, _OPTS, _E]),
-        ("coil_load_text", _P, [_S, _S, ctypes.c_size_t, _OPTS, _E]),
+        # the options' size is ctypes'; coil.h's macros pass the C program's own
+        ("coil_load_sized", _P, [_S, _OPTS, _E, ctypes.c_size_t]),
+        ("coil_load_text_sized", _P, [_S, _S, ctypes.c_size_t, _OPTS, _E, ctypes.c_size_t]),
         ("coil_free", None, [_P]),
         ("coil_count", _I, [_P, _I]),
         ("coil_info_at", ctypes.POINTER(Info), [_P, _I, _I]),
@@ -130,10 +131,10 @@ for name, res, args in [
         ("coil_param", _I, [_P, _S, _S, _S, _E]),
         ("coil_op", _I, [_P, _S, ctypes.POINTER(_I), _I, _S, _S, _E]),
         ("coil_output", _B, [_P, _S, _I, _E]),
-        ("coil_build", _P, [_P, _OPTS, _E]),
+        ("coil_build_sized", _P, [_P, _OPTS, _E, ctypes.c_size_t]),
         # training
-        ("coil_train_defaults", TrainOptions, [_S]),
-        ("coil_trainer_new", _P, [_P, ctypes.POINTER(TrainOptions), _E]),
+        ("coil_train_defaults_into", None, [_S, ctypes.POINTER(TrainOptions), ctypes.c_size_t]),
+        ("coil_trainer_new_sized", _P, [_P, ctypes.POINTER(TrainOptions), _E, ctypes.c_size_t]),
         ("coil_trainer_free", None, [_P]),
         ("coil_trainer_ninputs", _I, [_P]),
         ("coil_trainer_input", _S, [_P, _I, _NAMES]),

@@ -156,7 +156,7 @@ class Builder:
         o = _options(device, threads, None, training, seed, interpret, mode, cache, dims,
                      profile)
         err = Err()
-        m = lib.coil_build(self._b, ctypes.byref(o), ctypes.byref(err))
+        m = lib.coil_build_sized(self._b, ctypes.byref(o), ctypes.byref(err), ctypes.sizeof(o))
         check(m, err)
         return Model(m)
 

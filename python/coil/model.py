@@ -192,7 +192,8 @@ def load(path, device=None, threads=0, overrides=None, training=False, seed=0, i
     o = _options(device, threads, overrides, training, seed, interpret, mode, cache, dims,
                  profile)
     err = Err()
-    m = lib.coil_load(os.fsencode(path), ctypes.byref(o), ctypes.byref(err))
+    m = lib.coil_load_sized(os.fsencode(path), ctypes.byref(o), ctypes.byref(err),
+                            ctypes.sizeof(o))
     check(m, err)
     return Model(m)
 
@@ -205,6 +206,7 @@ def compile(source, name="model.coil", device=None, threads=0, overrides=None, t
                  profile)
     err = Err()
     text = source.encode()
-    m = lib.coil_load_text(name.encode(), text, len(text), ctypes.byref(o), ctypes.byref(err))
+    m = lib.coil_load_text_sized(name.encode(), text, len(text), ctypes.byref(o),
+                                 ctypes.byref(err), ctypes.sizeof(o))
     check(m, err)
     return Model(m)

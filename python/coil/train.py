@@ -18,11 +18,18 @@ def _as_dict(o):
             for f, v in ((f, getattr(o, f)) for f in OPTIONS)}
 
 
+def _defaults(name):
+    """coil_train_defaults(name) as a TrainOptions, written at ctypes' size of it."""
+    o = TrainOptions()
+    lib.coil_train_defaults_into(name, ctypes.byref(o), ctypes.sizeof(o))
+    return o
+
+
 def train_defaults(optimizer="adamw"):
     """`coil train`'s hyper-parameters for that optimizer ("adamw", "sgd", "lion"), as a
     dict of coil_train_options' fields: the keywords Trainer takes."""
     name = optimizer.encode()  # the struct's optimizer points at it
-    return _as_dict(lib.coil_train_defaults(name))
+    return _as_dict(_defaults(name))
 
 
 class Trainer:
@@ -47,7 +54,7 @@ class Trainer:
         if unknown:
             raise TypeError(f"Trainer: no option {', '.join(unknown)}; its options: "
                             f"{', '.join(OPTIONS[1:])}")
-        o = lib.coil_train_defaults(optimizer.encode())
+        o = _defaults(optimizer.encode())
         o.optimizer = optimizer.encode()  # now held by the struct, as every string set below
         for k, v in options.items():
             if k == "seed" and (not isinstance(v, int) or v < 0):
@@ -55,7 +62,8 @@ class Trainer:
             setattr(o, k, v.encode() if isinstance(v, str) else v)
         self.options = _as_dict(o)
         err = Err()
-        self._t = lib.coil_trainer_new(model._m, ctypes.byref(o), ctypes.byref(err))
+        self._t = lib.coil_trainer_new_sized(model._m, ctypes.byref(o), ctypes.byref(err),
+                                             ctypes.sizeof(o))
         check(self._t, err)
         self.model = model
         self.inputs, self._dtypes = [], []

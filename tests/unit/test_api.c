@@ -599,6 +599,45 @@ static void test_load_errors(void)
     CHECK(err.code == COIL_ERR_SYNTAX && strstr(err.message, "wrong.cir"));
 }
 
+/* Options in another header's layout: an older program's smaller struct (the fields past
+ * its size read as zero whatever follows it in memory), a newer one's larger struct (its
+ * extra bytes zero: accepted; one set: refused), and the train defaults written no further
+ * than the caller's size. */
+static void test_sized_options(void)
+{
+    static const char tiny[] = "graph @g(%x: f32[2]) -> (y: f32[2]) {\n  %y = neg %x : f32[2]\n"
+                               "  return %y\n}\n";
+    coil_error err;
+    coil_profile pr;
+    union { coil_options o; unsigned char b[sizeof(coil_options) + 16]; } older, newer;
+    memset(older.b, 0xff, sizeof older.b); /* would set profile, and more, if read */
+    memset(older.b, 0, offsetof(coil_options, profile));
+    coil_model *m = coil_load_text_sized("t.cir", tiny, strlen(tiny), &older.o, &err,
+                                         offsetof(coil_options, profile));
+    CHECK(m && !coil_get_profile(m, &pr, &err));
+    CHECK_ERR(err, COIL_ERR_USAGE, "without coil_options.profile");
+    coil_free(m);
+    memset(newer.b, 0, sizeof newer.b);
+    newer.o.profile = true;
+    m = coil_load_text_sized("t.cir", tiny, strlen(tiny), &newer.o, &err, sizeof newer.b);
+    CHECK(m != NULL);
+    coil_free(m);
+    newer.b[sizeof(coil_options) + 5] = 1;
+    CHECK(!coil_load_text_sized("t.cir", tiny, strlen(tiny), &newer.o, &err, sizeof newer.b));
+    CHECK_ERR(err, COIL_ERR_USAGE, "coil_load_text", "a field from a newer header");
+    CHECK(!coil_load_sized("examples/tiny.cir", &newer.o, &err, 0));
+    CHECK_ERR(err, COIL_ERR_USAGE, "size 0");
+    CHECK(!coil_trainer_new_sized(NULL, (const coil_train_options *)&newer.o, &err, 0));
+    CHECK_ERR(err, COIL_ERR_USAGE, "coil_trainer_new", "size 0");
+    union { coil_train_options o; unsigned char b[sizeof(coil_train_options)]; } small;
+    memset(small.b, 0xab, sizeof small.b);
+    coil_train_defaults_into("sgd", &small.o, offsetof(coil_train_options, seed));
+    CHECK(small.o.lr == 3e-4 && small.o.momentum == 0.9 && small.o.accum == 1 &&
+          small.b[sizeof small.b - 1] == 0xab);
+    coil_train_options d = coil_train_defaults("lion"); /* the header's inline, sized */
+    CHECK(d.lr == 3e-4 && d.beta2 == 0.99 && d.seed == 0);
+}
+
 static void test_run_errors(void)
 {
     coil_error err;
@@ -726,6 +765,7 @@ int main(void)
     test_params();
     test_symbolic_param();
     test_load_errors();
+    test_sized_options();
     test_run_errors();
     test_error_kinds();
     char path[256];
