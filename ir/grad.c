@@ -369,11 +369,40 @@ bool grad_extremum(Builder *b, const Node *n, const int *in, int out, int g, int
 /* ---------------------------------------------------------------- shapes */
 
 
+/* The gradient of a matrix w that every batch of x multiplies (a linear layer's weight,
+ * x [B.., M, K] @ w [K, N]): one product over all the rows, x's batch dims merged into M
+ * (K = B*T for a [B, T, in] activation), rather than a product per batch element summed
+ * after: one GEMM accumulating every row in its own precision (f32 on cuBLAS for bf16),
+ * no [B, K, N] intermediate, no reduction kernel. -1 where x's batch dims are not g's. */
+static int shared_weight_grad(Builder *b, int x, int g)
+{
+    Type tx, tg;
+    if (!b_type_of(b, x, &tx) || !b_type_of(b, g, &tg) || tx.rank < 3 || tg.rank != tx.rank)
+        return -1;
+    bool overflow = false;
+    Dim rows = dim_static(1);
+    for (int d = 0; d < tx.rank - 1; d++) {
+        if (!dim_eq(tx.dim[d], tg.dim[d]))
+            return -1;
+        rows = dim_mul(rows, tx.dim[d], &overflow);
+    }
+    if (overflow)
+        return -1;
+    Type fx = {.dt = tx.dt, .rank = 2, .dim = {rows, tx.dim[tx.rank - 1]}};
+    Type fg = {.dt = tg.dt, .rank = 2, .dim = {rows, tg.dim[tg.rank - 1]}};
+    return b_matmul(b, b_swap_last(b, b_reshape(b, x, &fx)), b_reshape(b, g, &fg));
+}
+
 bool grad_matmul(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)n, (void)out;
+    Type w;
+    if (!b_type_of(b, in[1], &w))
+        return false;
     din[0] = b_matmul(b, g, b_swap_last(b, in[1]));
-    din[1] = b_matmul(b, b_swap_last(b, in[0]), g);
+    din[1] = w.rank == 2 ? shared_weight_grad(b, in[0], g) : -1;
+    if (din[1] < 0)
+        din[1] = b_matmul(b, b_swap_last(b, in[0]), g);
     return unbroadcast2(b, in, din);
 }
 

@@ -177,6 +177,9 @@ static const Case cases[] = {
     {"mean all", 2, {{2, 3}, {1}}, {2, 1}, -2, 2, b_red_all, OP_MEAN},
     {"matmul", 2, {{2, 3}, {3, 4}}, {2, 2}, -2, 2, b_mm, 0},
     {"matmul batched", 2, {{2, 2, 3}, {3, 4}}, {3, 2}, -2, 2, b_mm, 0},
+    /* the weight's gradient as one product over the merged batch rows */
+    {"matmul 4-d into a weight", 2, {{2, 3, 2, 3}, {3, 4}}, {4, 2}, -2, 2, b_mm, 0},
+    {"matmul, both batched", 2, {{2, 2, 3}, {2, 3, 4}}, {3, 3}, -2, 2, b_mm, 0},
     {"transpose", 1, {{2, 3, 4}}, {3}, -2, 2, b_tr, 0},
     {"reshape", 1, {{2, 6}}, {2}, -2, 2, b_rs, 0},
     {"expand", 1, {{2, 1, 3}}, {3}, -2, 2, b_ex, 0},
