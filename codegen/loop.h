@@ -201,7 +201,10 @@ typedef struct Attention {
     Dim tq, tk;
     int64_t d, dv;
     GemmOperand q, k, v, o;
-    GemmOperand fo, dout, lse; /* ATTN_BACKWARD */
+    GemmOperand fo, dout, lse; /* ATTN_BACKWARD; lse also ATTN_FORWARD's with writes_lse */
+    bool writes_lse;           /* ATTN_FORWARD: also each query's log-sum-exp into lse, as
+                                  an attention_lse of the same q, k, causal and scale would
+                                  (lowering merges that step into this one) */
     bool has_bias;             /* ATTN_FORWARD: an additive bias, [batch.., Tq, Tk] as a
                                   view (broadcast dims at stride 0), in q's dtype */
     GemmOperand bias;

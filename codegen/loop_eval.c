@@ -639,7 +639,7 @@ static double op_at(const Operand *o, int64_t off, int64_t r, int64_t c)
 
 /* One query row in f64, as the interpreter's attention: scores against every key (causal:
  * keys past the query hidden), softmax, the weighted sum of V's rows. */
-static void attend(const Attention *a, const Operand op[5], const int64_t off[5], int64_t i,
+static void attend(const Attention *a, const Operand op[7], const int64_t off[7], int64_t i,
                    int64_t tk, double *score)
 {
     double most = -INFINITY, sum = 0;
@@ -654,6 +654,9 @@ static void attend(const Attention *a, const Operand op[5], const int64_t off[5]
     }
     for (int64_t j = 0; j < tk; j++)
         sum += score[j] = exp(score[j] - most);
+    if (a->writes_lse)
+        dtype_store(op[6].dt, op[6].base, off[6] + i * op[6].rs,
+                    most > -INFINITY ? most + log(sum) : -INFINITY);
     for (int64_t c = 0; c < a->dv; c++) {
         double acc = 0;
         for (int64_t j = 0; j < tk; j++)
@@ -747,9 +750,10 @@ static bool eval_attention(const Program *p, int step, void *const *bufs, const 
     const int64_t rows[7] = {tq, tk, tk, back ? 3 * tq : tq, tq, tq, tq};
     const int64_t cols[7] = {a->d, a->d, a->dv, a->kind == ATTN_LSE ? 1 : a->dv,
                              bias ? tk : a->dv, a->dv, 1};
-    Operand op[7];
-    for (int i = 0; i < nop; i++)
-        if (!gemm_operand(p, step, (bias ? "QKVOBGL" : "QKVOFGL")[i], go[i], a->nbatch, ext,
+    Operand op[7] = {{0}};
+    for (int i = 0; i < 7; i++) /* a forward's log-sum-exp goes to lse's place */
+        if ((i < nop || (i == 6 && a->writes_lse)) &&
+            !gemm_operand(p, step, (bias ? "QKVOBGL" : "QKVOFGL")[i], go[i], a->nbatch, ext,
                           rows[i], cols[i], bufs, sb, &op[i], e))
             return false;
     double *score = malloc(((size_t)(tk > 0 ? tk : 1)) * sizeof *score);
@@ -757,10 +761,10 @@ static bool eval_attention(const Program *p, int step, void *const *bufs, const 
     bool ok = score && (acc || !back);
     for (int64_t bi = 0; ok && bi < nbt; bi++) {
         int64_t off[7], rem = bi;
-        for (int o = 0; o < nop; o++)
+        for (int o = 0; o < 7; o++)
             off[o] = op[o].off;
         for (int d = a->nbatch - 1; d >= 0; d--) {
-            for (int o = 0; o < nop; o++)
+            for (int o = 0; o < 7; o++)
                 off[o] += rem % ext[d] * op[o].bs[d];
             rem /= ext[d];
         }

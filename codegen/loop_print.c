@@ -232,6 +232,8 @@ static void put_attention(FILE *f, const Program *p, const Attention *a)
     put_operand(f, g, 'o', &a->o, nbatch);
     if (a->has_bias)
         put_operand(f, g, 'b', &a->bias, nbatch);
+    if (a->writes_lse) /* the forward's log-sum-exp */
+        put_operand(f, g, 'l', &a->lse, nbatch);
     if (a->kind == ATTN_BACKWARD) {
         put_operand(f, g, 'O', &a->fo, nbatch);
         put_operand(f, g, 'g', &a->dout, nbatch);

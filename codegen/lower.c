@@ -57,17 +57,28 @@ int lower_add_kernel(Lower *L, const Kernel *k)
 
 /* Step s with the graph nodes it computes: a[0..na) and b[0..nb), each ascending (a
  * group's members and its epilogue's), merged into one ascending list in the arena. */
+/* Two ascending node lists as one, in the program's arena (NULL, with the error set, when
+ * out of memory); *n its length. */
+static int *merged_nodes(Lower *L, int step, const int *a, int na, const int *b, int nb, int *n)
+{
+    int *node = arena_alloc(L->p->arena, ((size_t)na + (size_t)nb + 1) * sizeof *node);
+    if (!node) {
+        err_set(L->e, ERR_MEMORY, "lowering: out of memory for step %d's nodes", step);
+        return NULL;
+    }
+    int i = 0, j = 0;
+    *n = 0;
+    while (i < na || j < nb)
+        node[(*n)++] = j >= nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
+    return node;
+}
+
 static bool add_step(Lower *L, Step s, const int *a, int na, const int *b, int nb)
 {
     Program *p = L->p;
-    int *node = arena_alloc(p->arena, ((size_t)na + (size_t)nb + 1) * sizeof *node);
-    if (!node) {
-        err_set(L->e, ERR_MEMORY, "lowering: out of memory for step %d's nodes", p->nstep);
+    int n, *node = merged_nodes(L, p->nstep, a, na, b, nb, &n);
+    if (!node)
         return false;
-    }
-    int i = 0, j = 0, n = 0;
-    while (i < na || j < nb)
-        node[n++] = j >= nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
     s.node = node, s.nnode = n;
     Step *ns = grow(p->step, &L->cap_step, p->nstep, sizeof *ns);
     if (!ns) {
@@ -446,10 +457,60 @@ static bool matmul_step(Lower *L, int grp)
     return k >= 0 && add_group_step(L, (Step){.kind = STEP_KERNEL, .kernel = k}, grp, -1);
 }
 
+static bool same_operand(const GemmOperand *a, const GemmOperand *b, int nbatch)
+{
+    bool same = a->buf == b->buf && dim_eq(a->offset, b->offset) &&
+                dim_eq(a->row_stride, b->row_stride) && dim_eq(a->col_stride, b->col_stride);
+    for (int d = 0; same && d < nbatch; d++)
+        same = dim_eq(a->batch_stride[d], b->batch_stride[d]);
+    return same;
+}
+
+/* Whether forward f computes the scores lse's log-sum-exp is of: the same Q and K views,
+ * sizes, mask and scale, and no bias (attention_lse has none). */
+static bool same_scores(const Attention *f, const Attention *lse)
+{
+    bool same = f->kind == ATTN_FORWARD && !f->has_bias && !f->writes_lse &&
+                f->nbatch == lse->nbatch && dim_eq(f->tq, lse->tq) && dim_eq(f->tk, lse->tk) &&
+                f->d == lse->d && f->causal == lse->causal && f->scale == lse->scale &&
+                same_operand(&f->q, &lse->q, f->nbatch) && same_operand(&f->k, &lse->k, f->nbatch);
+    for (int d = 0; same && d < f->nbatch; d++)
+        same = dim_eq(f->batch[d], lse->batch[d]);
+    return same;
+}
+
+/* An attention_lse whose scores a forward step already computes (training's: autodiff's
+ * rule reads the forward's q and k) is written by that step, which has each query's
+ * maximum and sum at its end: one Q K^T pass fewer per layer. The step then computes the
+ * lse node too. */
+static bool merge_lse(Lower *L, int grp, const Attention *lse)
+{
+    Program *p = L->p;
+    for (int s = p->nstep - 1; s >= 0; s--) {
+        Step *st = &p->step[s];
+        if (st->kind != STEP_ATTENTION || !same_scores(&st->attn, lse))
+            continue;
+        int nm, n;
+        const int *members = lower_members(L, grp, &nm);
+        int *node = merged_nodes(L, s, st->node, st->nnode, members, nm, &n);
+        if (!node)
+            return false;
+        st->node = node, st->nnode = n;
+        st->attn.writes_lse = true;
+        st->attn.lse = lse->o;
+        return true;
+    }
+    return false;
+}
+
 static bool attention_step(Lower *L, int grp)
 {
     Step st = {.kind = STEP_ATTENTION};
-    return lower_attention(L, grp, &st.attn) && add_group_step(L, st, grp, -1);
+    if (!lower_attention(L, grp, &st.attn))
+        return false;
+    if (st.attn.kind == ATTN_LSE && (merge_lse(L, grp, &st.attn) || !err_ok(L->e)))
+        return err_ok(L->e);
+    return add_group_step(L, st, grp, -1);
 }
 
 /* An output nothing stored (a matmul's result returned twice): a copy of its value. */
@@ -482,6 +543,8 @@ static void mark_stored(const Program *p, bool *stored)
             stored[st->gemm.c.buf] = true;
         if (st->kind == STEP_ATTENTION) {
             stored[st->attn.o.buf] = true;
+            if (st->attn.writes_lse)
+                stored[st->attn.lse.buf] = true;
             continue;
         }
         int k = st->kind == STEP_KERNEL ? st->kernel : st->gemm.epilogue;
@@ -544,6 +607,8 @@ static void lifetimes(Lower *L)
                 touch(p, ops[i]->buf, s);
             if (a->has_bias)
                 touch(p, a->bias.buf, s);
+            if (a->writes_lse)
+                touch(p, a->lse.buf, s);
             continue;
         }
         Gemm *gm = &st->gemm;

@@ -361,6 +361,8 @@ static int64_t step_bytes(const Program *p, int s, int *seen, const SymBind *sb)
         int ops[7] = {a->q.buf, a->k.buf, a->v.buf, a->o.buf, a->fo.buf, a->dout.buf, a->lse.buf};
         for (int i = 0; i < (a->kind == ATTN_BACKWARD ? 7 : 4); i++)
             touch(p, ops[i], s, seen, sb, &bytes);
+        if (a->writes_lse)
+            touch(p, a->lse.buf, s, seen, sb, &bytes);
     } else {
         touch(p, st->gemm.a.buf, s, seen, sb, &bytes);
         touch(p, st->gemm.b.buf, s, seen, sb, &bytes);

@@ -147,7 +147,7 @@ static const char mma_gather[] =
     "    l[r] += coil_shfl_xor(l[r], 2);\n"
     "  }\n";
 
-/* The forward's O / l. */
+/* The forward's O / l (and with writes_lse, its log-sum-exp as mma_lse_store's). */
 static const char mma_store[] =
     "  #pragma unroll\n"
     "  for (int n = 0; n < DV / 8; n++)\n"
@@ -156,19 +156,18 @@ static const char mma_store[] =
     "      const long long row = i < 2 ? r0 : r1;\n"
     "      const int c = n * 8 + 2 * t4 + (i & 1);\n"
     "      if (row < tq) o[off_o + row * rs_o + c * cs_o] = (%s)%s(oacc[n][i] / l[i >> 1]);\n"
-    "    }\n"
-    "}\n\n";
+    "    }\n";
 
-/* attention_lse's log-sum-exp, in natural units, by one lane of the four. */
+/* The log-sum-exp, in natural units, by one lane of the four: into o (attention_lse)
+ * or lse (a forward that writes it). */
 static const char mma_lse_store[] =
     "  #pragma unroll\n"
     "  for (int r = 0; r < 2; r++) {\n"
     "    const long long row = r ? r1 : r0;\n"
     "    if (t4 == 0 && row < tq)\n"
-    "      o[off_o + row * rs_o] = m[r] == -COIL_INF ? -COIL_INF\n"
-    "                              : (m[r] + log2f(l[r])) * 0.6931471805599453f;\n"
-    "  }\n"
-    "}\n\n";
+    "      %s[off_%s + row * rs_%s] = m[r] == -COIL_INF ? -COIL_INF\n"
+    "                                   : (m[r] + log2f(l[r])) * 0.6931471805599453f;\n"
+    "  }\n";
 
 void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix)
 {
@@ -200,6 +199,9 @@ void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix
     text_put(t, mma_gather);
     if (forward)
         text_put(t, mma_store, cuda_mem_type(ot), store);
-    else
-        text_put(t, mma_lse_store);
+    if (!forward || a->writes_lse) {
+        const char *to = forward ? "lse" : "o";
+        text_put(t, mma_lse_store, to, to, to);
+    }
+    text_put(t, "}\n\n");
 }

@@ -457,7 +457,9 @@ static int attention_operands(const Attention *a, const GemmOperand **op, const 
     static const char *const all_names[8] = {"q", "k", "v", "o", "b", "fo", "dout", "lse"};
     int n = 0;
     for (int i = 0; i < 8; i++) {
-        bool used = i < 4 || (i == 4 ? a->has_bias : a->kind == ATTN_BACKWARD);
+        bool used = i < 4 || (i == 4   ? a->has_bias
+                              : i == 7 ? a->kind == ATTN_BACKWARD || a->writes_lse
+                                       : a->kind == ATTN_BACKWARD);
         if (used)
             op[n] = all[i], names[n++] = all_names[i];
     }
@@ -594,9 +596,11 @@ static void emit_attention(Emit *em, int s)
         "  }\n"
         "  if (active)\n"
         "    for (int c = 0; c < DV; c++)\n"
-        "      o[off_o + i * rs_o + c * cs_o] = (%s)%s(acc[c] / l);\n"
-        "}\n\n",
+        "      o[off_o + i * rs_o + c * cs_o] = (%s)%s(acc[c] / l);\n",
         mem_type[ot], cuda_store_fn(ot));
+    if (a->writes_lse) /* the scores are scaled already; no visible key: -inf */
+        put(em, "  if (active) lse[off_lse + i * rs_lse] = l != 0.0f ? m + logf(l) : -COIL_INF;\n");
+    put(em, "}\n\n");
 }
 
 char *cuda_source(const Program *p, Err *e) { return cuda_source_part(p, "", true, e); }

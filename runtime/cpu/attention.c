@@ -41,9 +41,10 @@ typedef struct Job {
     int nbatch;
     int64_t batch[COIL_MAX_RANK];
     int64_t tq, tk, d, dv;
-    View q, k, v, o, bias;
+    View q, k, v, o, bias, lse_out;
     bool causal, has_bias;
     bool lse;               /* ATTN_LSE: o gets each query's log-sum-exp (dv is 0) */
+    bool writes_lse;        /* a forward that also writes them, into lse_out */
     float scale;
     int64_t mr, nr;         /* the micro-kernel's tile */
     int64_t br, bc;         /* queries per task, keys per block */
@@ -362,10 +363,12 @@ VECTOR_CLONES static void store_output(const Job *j, Scratch *sc, int64_t bh, in
 {
     int64_t at = batch_offset(&j->o, j, bh), MR = j->mr, NR = j->nr;
     const View *o = &j->o;
+    const View *lv = j->lse ? o : j->writes_lse ? &j->lse_out : NULL;
+    int64_t lat = lv ? batch_offset(lv, j, bh) : 0;
     for (int64_t q = 0; q < nq; q++) {
         float l = sc->l[q], inv = l != 0.0f ? 1.0f / l : 0.0f; /* no keys at all: zeros */
-        if (j->lse) /* the scores are scaled already; no visible key: -inf */
-            dtype_store(o->dt, (void *)o->base, at + (q0 + q) * o->rs,
+        if (lv) /* the scores are scaled already; no visible key: -inf */
+            dtype_store(lv->dt, (void *)lv->base, lat + (q0 + q) * lv->rs,
                         l != 0.0f ? sc->m[q] + logf(l) : -INFINITY);
         for (int64_t ct = 0; ct < j->nct; ct++) {
             const float *row = sc->acc + ((q / MR * j->nct + ct) * MR + q % MR) * NR;
@@ -503,6 +506,11 @@ static bool job_ok(const Job *j, const Attention *a, Err *e)
             return false;
         }
     }
+    if (j->writes_lse && !attention_view_span_ok(&j->lse_out, j->nbatch, j->batch, j->tq, 1)) {
+        err_set(e, ERR_INPUT, "attention: the log-sum-exp's indices reach past int64 at these "
+                "sizes");
+        return false;
+    }
     return true;
 }
 
@@ -540,7 +548,8 @@ bool attention_run(const Attention *a, void *const *bufs, const DType *dts, cons
     Job j = {.uk = uk && uk->bcast ? uk : &attention_portable, .nbatch = a->nbatch,
              .tq = dim_value(a->tq, sb), .tk = dim_value(a->tk, sb), .d = a->d, .dv = a->dv,
              .causal = a->causal, .lse = a->kind == ATTN_LSE, .scale = (float)a->scale,
-             .has_bias = a->kind == ATTN_FORWARD && a->has_bias};
+             .has_bias = a->kind == ATTN_FORWARD && a->has_bias,
+             .writes_lse = a->kind == ATTN_FORWARD && a->writes_lse};
     int64_t nbh = 1;
     bool sizes_ok = a->nbatch >= 0 && a->nbatch <= COIL_MAX_RANK - 2;
     for (int d = 0; sizes_ok && d < a->nbatch; d++) {
@@ -554,6 +563,8 @@ bool attention_run(const Attention *a, void *const *bufs, const DType *dts, cons
         j.o = attention_view(&a->o, a->nbatch, bufs, dts, sb);
         if (j.has_bias)
             j.bias = attention_view(&a->bias, a->nbatch, bufs, dts, sb);
+        if (j.writes_lse)
+            j.lse_out = attention_view(&a->lse, a->nbatch, bufs, dts, sb);
     } else
         j.tq = -1; /* job_ok reports it */
     if (!job_ok(&j, a, e))

@@ -103,6 +103,13 @@ static const char *const large_cases[][2] = {
      "  %l = attention_lse %q, %k {scale=0.3} : f32[2,70]\n"
      "  %d = attention_grad %q, %k, %v, %o, %g, %l {scale=0.3} : f16[3,2,70,32]\n"
      "  return %d, %l\n}\n"},
+    /* the forward with the log-sum-exp of the same scores: one step writes both */
+    {"mma_bf16_forward_lse",
+     "graph @a(%q: bf16[1,2,130,32], %k: bf16[1,2,130,32], %v: bf16[1,2,130,32]) "
+     "-> (y: bf16[1,2,130,32], l: f32[1,2,130]) {\n"
+     "  %y = attention %q, %k, %v {causal=true} : bf16[1,2,130,32]\n"
+     "  %l = attention_lse %q, %k {causal=true} : f32[1,2,130]\n"
+     "  return %y, %l\n}\n"},
     {"mma_bf16_grad_strided",
      "graph @a(%qt: bf16[2,16,40], %kt: bf16[2,16,40], %vt: bf16[2,16,40], %o: bf16[2,40,16], "
      "%gt: bf16[2,16,40]) -> (d: bf16[3,2,40,16]) {\n"
