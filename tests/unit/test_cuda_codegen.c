@@ -144,6 +144,25 @@ static void test_attention_training(void)
                 compile_graph(graph_copy(g, &e), label), n++;
             graph_free(g);
         }
+    /* the forward with the log-sum-exp merged into its step (lower.c's merge_lse) */
+    static const char fwd[] =
+        "graph @a(%q: bf16[2,12,1024,64], %k: bf16[2,12,1024,64], %v: bf16[2,12,1024,64], "
+        "%g: bf16[2,12,1024,64]) -> (d: bf16[3,2,12,1024,64]) {\n"
+        "  %o = attention %q, %k, %v {causal=true} : bf16[2,12,1024,64]\n"
+        "  %l = attention_lse %q, %k {causal=true} : f32[2,12,1024]\n"
+        "  %d = attention_grad %q, %k, %v, %o, %g, %l {causal=true} : bf16[3,2,12,1024,64]\n"
+        "  return %d\n}\n";
+    Err e = {0};
+    Graph *g = ir_parse(fwd, strlen(fwd), "attention_forward_lse.cu", &e);
+    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
+    char *src = p ? cuda_source(p, &e) : NULL;
+    CHECK(p && p->nstep == 2 && p->step[0].attn.writes_lse && src &&
+          strstr(src, "lse[off_lse + row * rs_lse]") && strstr(src, "lse[off_lse + i * rs_lse]"));
+    free(src);
+    program_free(p);
+    if (g)
+        compile_graph(graph_copy(g, &e), "attention_forward_lse.cu"), n++;
+    graph_free(g);
     printf("attention's training ops: %d graphs' kernels compiled for sm_80 and sm_90a\n", n);
 }
 
