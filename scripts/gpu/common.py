@@ -98,7 +98,8 @@ def coil_bench_json(coil: Path, args: list[str], env: dict | None = None,
 
 # ------------------------------------------------------------------------- --profile
 
-PROFILE_STEP = re.compile(r"^\s*step (\d+)\s+(\S+)\s+([\d.]+) ms\s+([\d.]+)%")
+# tools/bench.c's print_profile: "  step N  MS ms  SHARE%  RATE GFLOP/s  NAME"
+PROFILE_STEP = re.compile(r"^\s*step (\d+)\s+([\d.]+) ms\s+[\d.]+%\s+[\d.]+ GFLOP/s\s+(.+)$")
 PROFILE_HEAD = re.compile(r"^profile\s+([\d.]+) ms per run in (\d+) steps")
 
 
@@ -110,7 +111,7 @@ def parse_profile(text: str) -> tuple[float, dict[int, tuple[str, float]]]:
         if (m := PROFILE_HEAD.match(line)):
             total = float(m.group(1))
         elif (m := PROFILE_STEP.match(line)):
-            steps[int(m.group(1))] = (m.group(2), float(m.group(3)))
+            steps[int(m.group(1))] = (m.group(3), float(m.group(2)))
     if total is None:
         raise CheckError("coil bench --profile printed no profile line")
     return total, steps
