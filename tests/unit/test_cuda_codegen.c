@@ -75,6 +75,47 @@ static void test_fixtures(void)
     printf("%d op fixtures: %d kernels compiled for sm_80 and sm_90a\n", n, kernels);
 }
 
+/* Graph text through the CUDA passes to its program and source, which `want` checks,
+ * then the graph's kernels compiled for both architectures; whether the text parsed. */
+static bool check_and_compile(const char *text, const char *label,
+                              bool (*want)(const Program *p, const char *src))
+{
+    Err e = {0};
+    Graph *g = ir_parse(text, strlen(text), label, &e);
+    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
+    char *src = p ? cuda_source(p, &e) : NULL;
+    CHECK(p && src && want(p, src));
+    if (!src)
+        fprintf(stderr, "%s: %s\n", label, e.msg);
+    free(src);
+    program_free(p);
+    if (g)
+        compile_graph(graph_copy(g, &e), label);
+    graph_free(g);
+    return g != NULL;
+}
+
+static bool has_mma_attention(const Program *p, const char *src)
+{
+    (void)p;
+    return strstr(src, "coil_attention_0_mma(") && strstr(src, "coil_mma_");
+}
+
+/* The training ops' graph: lse on tensor cores, the backward with both kernels. */
+static bool has_training_kernels(const Program *p, const char *src)
+{
+    (void)p;
+    return strstr(src, "coil_attention_0_mma(") && strstr(src, "coil_attention_1_mma(") &&
+           strstr(src, "coil_attention_1(");
+}
+
+/* The forward with its log-sum-exp in one step, in both of its kernels. */
+static bool forward_writes_lse(const Program *p, const char *src)
+{
+    return p->nstep == 2 && p->step[0].attn.writes_lse &&
+           strstr(src, "lse[off_lse + row * rs_lse]") && strstr(src, "lse[off_lse + i * rs_lse]");
+}
+
 /* The tensor-core attention kernels (f16, bf16; causal or not; head sizes 16 to 128; a
  * padding mask's bias) are in the source and compile for both architectures. */
 static void test_attention_mma(void)
@@ -97,16 +138,7 @@ static void test_attention_mma(void)
                      dt, sh, dt, sh, dt, sh, bias, dt, sh, operand, causal ? "true" : "false",
                      dt, sh);
             snprintf(label, sizeof label, "attention_mma_%s_%zu_%d.cu", dt, i, causal);
-            Err e = {0};
-            Graph *g = ir_parse(text, strlen(text), label, &e);
-            Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
-            char *src = p ? cuda_source(p, &e) : NULL;
-            CHECK(src && strstr(src, "coil_attention_0_mma(") && strstr(src, "coil_mma_"));
-            free(src);
-            program_free(p);
-            if (g)
-                compile_graph(graph_copy(g, &e), label);
-            graph_free(g);
+            check_and_compile(text, label, has_mma_attention);
         }
     printf("tensor-core attention: 8 kernels compiled for sm_80 and sm_90a\n");
 }
@@ -130,19 +162,7 @@ static void test_attention_training(void)
                      "  return %%d\n}\n",
                      dt, sh, dt, sh, dt, sh, dt, sh, dt, sh, dt, sh + 1, c, shapes[i][2], c, dt, sh + 1);
             snprintf(label, sizeof label, "attention_train_%s_%zu_%d.cu", dt, i, causal);
-            Err e = {0};
-            Graph *g = ir_parse(text, strlen(text), label, &e);
-            Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
-            char *src = p ? cuda_source(p, &e) : NULL;
-            CHECK(src && strstr(src, "coil_attention_0_mma(") && strstr(src, "coil_attention_1_mma(") &&
-                  strstr(src, "coil_attention_1("));
-            if (!src)
-                fprintf(stderr, "%s: %s\n", label, e.msg);
-            free(src);
-            program_free(p);
-            if (g)
-                compile_graph(graph_copy(g, &e), label), n++;
-            graph_free(g);
+            n += check_and_compile(text, label, has_training_kernels);
         }
     /* the forward with the log-sum-exp merged into its step (lower.c's merge_lse) */
     static const char fwd[] =
@@ -152,17 +172,7 @@ static void test_attention_training(void)
         "  %l = attention_lse %q, %k {causal=true} : f32[2,12,1024]\n"
         "  %d = attention_grad %q, %k, %v, %o, %g, %l {causal=true} : bf16[3,2,12,1024,64]\n"
         "  return %d\n}\n";
-    Err e = {0};
-    Graph *g = ir_parse(fwd, strlen(fwd), "attention_forward_lse.cu", &e);
-    Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
-    char *src = p ? cuda_source(p, &e) : NULL;
-    CHECK(p && p->nstep == 2 && p->step[0].attn.writes_lse && src &&
-          strstr(src, "lse[off_lse + row * rs_lse]") && strstr(src, "lse[off_lse + i * rs_lse]"));
-    free(src);
-    program_free(p);
-    if (g)
-        compile_graph(graph_copy(g, &e), "attention_forward_lse.cu"), n++;
-    graph_free(g);
+    n += check_and_compile(fwd, "attention_forward_lse.cu", forward_writes_lse);
     printf("attention's training ops: %d graphs' kernels compiled for sm_80 and sm_90a\n", n);
 }
 
