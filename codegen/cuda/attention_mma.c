@@ -71,7 +71,8 @@ static const char mma_scores[] =
     "      const coil_h16 *kr = ks + (n * 8 + g) * KP + 2 * t4;\n"
     "      #pragma unroll\n"
     "      for (int kk = 0; kk < D / 16; kk++) {\n"
-    "        const unsigned frag[2] = {coil_ld_pair(kr + kk * 16), coil_ld_pair(kr + kk * 16 + 8)};\n"
+    "        unsigned frag[2];\n"
+    "        coil_frag_b(frag, kr, kk);\n"
     "        coil_mma_%s(sc[n], qa[kk], frag);\n"
     "      }\n"
     "    }\n";
@@ -124,7 +125,8 @@ static const char mma_pv[] =
     "      const coil_h16 *vr = vt + (n * 8 + g) * VP + 2 * t4;\n"
     "      #pragma unroll\n"
     "      for (int kk = 0; kk < BC / 16; kk++) {\n"
-    "        const unsigned frag[2] = {coil_ld_pair(vr + kk * 16), coil_ld_pair(vr + kk * 16 + 8)};\n"
+    "        unsigned frag[2];\n"
+    "        coil_frag_b(frag, vr, kk);\n"
     "        coil_mma_%s(oacc[n], pa[kk], frag);\n"
     "      }\n"
     "    }\n"
@@ -178,7 +180,7 @@ void cuda_put_attention_mma(Text *t, const Program *p, int s, const char *prefix
     }
     const char *type = p->buf[a->q.buf].dt == DT_F16 ? "f16" : "bf16";
     DType ot = p->buf[a->o.buf].dt;
-    const char *store = ot == DT_F16 ? "coil_f32_to_f16" : ot == DT_BF16 ? "coil_f32_to_bf16" : "";
+    const char *store = cuda_store_fn(ot);
     int causal = a->causal ? 1 : 0;
     bool forward = a->kind == ATTN_FORWARD;
     cuda_put_attention_head(t, p, s, prefix, "_mma", CUDA_ATTN_MMA_THREADS);

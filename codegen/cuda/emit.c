@@ -273,9 +273,8 @@ static void emit_stmt(Emit *em, int i)
     const LStmt *s = &em->k->stmt[i];
     if (s->kind == ST_STORE) {
         DType dt = em->p->buf[s->buf].dt;
-        const char *conv = dt == DT_F16 ? "coil_f32_to_f16" : dt == DT_BF16 ? "coil_f32_to_bf16"
-                                                                            : "";
-        put(em, "      b%d[e%d] = (%s)%s(e%d);\n", s->buf, s->index, mem_type[dt], conv, s->value);
+        put(em, "      b%d[e%d] = (%s)%s(e%d);\n", s->buf, s->index, mem_type[dt],
+            cuda_store_fn(dt), s->value);
         return;
     }
     const char *t = acc_type(s);
