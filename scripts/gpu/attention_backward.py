@@ -163,16 +163,7 @@ def body(args) -> None:
             for causal in (True, False):
                 cases.append(check_case(torch, coil, args, work, dtype, causal))
                 report(cases[-1])
-    summary = {}
-    for dtype in args.dtypes.split(","):
-        summary[f"max_rel_err_{dtype}"] = max(c["rel_err"] for c in cases
-                                              if c["case"].startswith(dtype))
-    for c in cases:
-        if "coil_tflops" in c:
-            summary[f"{c['case'].replace('-', '_')}_tflops"] = \
-                f"{c['coil_tflops']:.3g}/{c['sdpa_tflops']:.3g}"
-    summary["shape"] = f"{b}x{h}x{t}x{d}"
-    summary["device"] = args.device
+    summary = common.attention_summary(cases, args.dtypes.split(","), args.shape, args.device)
     common.finish(CHECK, "pass" if all(c["ok"] for c in cases) else "fail", summary, args.json,
                   {"cases": cases, "coil_version": common.coil_version(coil),
                    "env": common.environment(torch, args.device)})

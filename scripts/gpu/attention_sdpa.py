@@ -189,17 +189,7 @@ def body(args) -> None:
                 cases.append(check_case(torch, coil, args, work, dtype, mask == "causal"))
                 report(cases[-1])
     ok = all(c["ok"] for c in cases)
-    summary = {}
-    for dtype in args.dtypes.split(","):
-        errors = [c["rel_err"] for c in cases if c["case"].startswith(dtype) and "rel_err" in c]
-        if errors:
-            summary[f"max_rel_err_{dtype}"] = max(errors)
-    for c in cases:  # TFLOP/s as coil/SDPA, e.g. f32_causal_tflops=3.1/9.8
-        if "coil_tflops" in c:
-            summary[f"{c['case'].replace('-', '_')}_tflops"] = \
-                f"{c['coil_tflops']:.3g}/{c['sdpa_tflops']:.3g}"
-    summary["shape"] = f"{b}x{h}x{t}x{d}"
-    summary["device"] = args.device
+    summary = common.attention_summary(cases, args.dtypes.split(","), args.shape, args.device)
     common.finish(CHECK, "pass" if ok else "fail", summary, args.json, {
         "cases": cases, "coil_version": common.coil_version(coil), "allow_tf32": False,
         "env": common.environment(torch, args.device)})

@@ -213,6 +213,24 @@ def load_npy(path: Path, dtype=None):
     return torch.from_numpy(arr)
 
 
+def attention_summary(cases: list, dtypes: list, shape, device: str) -> dict:
+    """The attention checks' RESULT fields: the largest relative error per dtype (of the
+    cases that were checked), each timed case's TFLOP/s as coil/SDPA (e.g.
+    f32_causal_tflops=3.1/9.8), the shape and the device."""
+    summary = {}
+    for dtype in dtypes:
+        errors = [c["rel_err"] for c in cases if c["case"].startswith(dtype) and "rel_err" in c]
+        if errors:
+            summary[f"max_rel_err_{dtype}"] = max(errors)
+    for c in cases:
+        if "coil_tflops" in c:
+            summary[f"{c['case'].replace('-', '_')}_tflops"] = \
+                f"{c['coil_tflops']:.3g}/{c['sdpa_tflops']:.3g}"
+    summary["shape"] = "x".join(map(str, shape))
+    summary["device"] = device
+    return summary
+
+
 def environment(torch, device: str) -> dict:
     """What ran: python, torch, the GPU."""
     env = {"python": platform.python_version(), "torch": torch.__version__,
