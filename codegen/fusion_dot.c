@@ -9,7 +9,8 @@
 #include "codegen/fusion_dot.h"
 #include "ir/dot_parts.h"
 
-static const char *const kind_name[] = {"pointwise", "row", "gemm", "attention"};
+static const char *const kind_name[FUSE_KIND_COUNT] = {"pointwise", "row", "gemm", "attention",
+                                                       "scatter"};
 static const char *const kind_fill[] = {"white", "lightcyan", "khaki", "plum"};
 
 /* What the picture of a plan needs per group: its block, its kernel's name, its members

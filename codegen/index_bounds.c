@@ -24,6 +24,11 @@ bool index_use(const Graph *g, int node, int *index, Dim *bound)
         *bound = dim_static(node_int(n, "bound"));
         return true;
     }
+    if (n->op == OP_INDEX_ADD) { /* adds at rows of axis 0 of its base */
+        *index = n->in[1];
+        *bound = g->node[n->in[0]].type.dim[0];
+        return true;
+    }
     if (n->op != OP_GATHER)
         return false;
     const Type *table = &g->node[n->in[0]].type;
@@ -455,8 +460,11 @@ static int out_of_range_text(const Graph *g, int use, double lo, double hi, int6
     int k = snprintf(buf, size, "%s: index %.0f is out of range [0, %lld)", op_info[n->op].name,
                      bad, (long long)bound);
     int axis;
-    if (n->op == OP_GATHER && k >= 0 && (size_t)k < size &&
-        axis_norm(node_int(n, "axis"), g->node[n->in[0]].type.rank, &axis))
+    if (n->op == OP_INDEX_ADD)
+        axis = 0;
+    else if (n->op != OP_GATHER || !axis_norm(node_int(n, "axis"), g->node[n->in[0]].type.rank, &axis))
+        axis = -1;
+    if (axis >= 0 && k >= 0 && (size_t)k < size)
         k += snprintf(buf + k, size - (size_t)k, " for axis %d", axis);
     return k;
 }

@@ -309,6 +309,12 @@ int kb_store(KB *kb, int phase, int buf, int index, int value)
                     phase);
 }
 
+int kb_store_add(KB *kb, int phase, int buf, int index, int value)
+{
+    return add_stmt(kb, (LStmt){.kind = ST_STORE, .buf = buf, .index = index, .value = value,
+                                .add = true}, phase);
+}
+
 int kb_reduce(KB *kb, int phase, int op, int value, int axis, DType acc_dt)
 {
     return add_stmt(kb, (LStmt){.kind = ST_REDUCE, .op = op, .value = value, .axis = axis,

@@ -48,6 +48,7 @@ int lx_index_node(KB *kb, LxKind kind, int op, int a, int b, Dim extent, Dim dim
 
 /* Statements: phase >= 0 walks the inner space, -1 is `after`. Returns the index or -1. */
 int kb_store(KB *kb, int phase, int buf, int index, int value);
+int kb_store_add(KB *kb, int phase, int buf, int index, int value); /* buf[index] += value */
 int kb_reduce(KB *kb, int phase, int op, int value, int axis, DType acc_dt);
 
 /* The kernel's expressions (only those its statements use, renumbered) and statements

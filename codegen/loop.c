@@ -13,6 +13,14 @@ void program_free(Program *p)
 
 int64_t dim_value(Dim d, const SymBind *sb) { return dim_eval(d, sb->val); }
 
+bool kernel_adds(const Kernel *k)
+{
+    for (int s = 0; s < k->nstmt; s++)
+        if (k->stmt[s].kind == ST_STORE && k->stmt[s].add)
+            return true;
+    return false;
+}
+
 bool program_check_inputs(const Program *p, const Tensor *inputs, const SymBind *sb, Err *e)
 {
     for (int c = 0; c < p->ncheck; c++) {

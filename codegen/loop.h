@@ -84,7 +84,12 @@ typedef struct Lx {
 /* ---------------------------------------------------------------- statements */
 
 typedef enum LStmtKind {
-    ST_STORE,  /* buffer `buf` at i64 expression `index` = value (converted to its dtype) */
+    ST_STORE,  /* buffer `buf` at i64 expression `index` = value (converted to its dtype),
+                  or with `add`, += value (an index_add's scatter: the element read, value
+                  added in the buffer's dtype, stored; lowering adds f16 and bf16 in an f32
+                  buffer, rounded once after). Points of a kernel that adds may
+                  meet at one element, in any order: a backend makes the adds safe (the
+                  CPU runs such a kernel on one thread, CUDA adds atomically) */
     ST_REDUCE, /* acc = combine(acc, value) over the inner space: `op` OP_SUM (starts at
                   0), OP_MAX (-inf, or the dtype's least), OP_MIN, or OP_ARGMAX (the
                   first value of inner variable `axis` where value is greatest; a NaN is
@@ -98,6 +103,7 @@ typedef struct LStmt {
     int index;    /* ST_STORE: i64 expression */
     int value;    /* expression */
     int axis;     /* ST_REDUCE with OP_ARGMAX: the loop variable whose value is returned */
+    bool add;     /* ST_STORE: add value to the element instead of replacing it */
     DType acc_dt; /* ST_REDUCE: the accumulator's dtype: f32 for float sums, max, min
                      (of f32, f16, bf16), i64 for integer sums and argmax, else the
                      value's dtype */
@@ -289,6 +295,9 @@ typedef void (*KernelFn)(void *const *bufs, const int64_t *syms, int64_t begin, 
  * load replaced by the tile's value. Called once per tile, after the last block of K. */
 typedef void (*TileFn)(const float *tile, int64_t ldt, void *const *bufs, const int64_t *syms,
                        int64_t row0, int64_t col0, int64_t mr, int64_t nr);
+
+/* Whether kernel k has a store with add (its points may meet: see ST_STORE). */
+bool kernel_adds(const Kernel *k);
 
 /* Element count of a Dim under symbol values. */
 int64_t dim_value(Dim d, const SymBind *sb);

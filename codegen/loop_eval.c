@@ -346,7 +346,11 @@ static void store(Frame *f, const LStmt *s)
         f->bad++;
         return;
     }
-    dtype_store(f->p->buf[s->buf].dt, f->bufs[s->buf], (int64_t)at, f->val[s->value]);
+    DType dt = f->p->buf[s->buf].dt;
+    double v = f->val[s->value];
+    if (s->add) /* the exact sum, rounded once by the store: an f32 add's result */
+        v += dtype_load(dt, f->bufs[s->buf], (int64_t)at);
+    dtype_store(dt, f->bufs[s->buf], (int64_t)at, v);
 }
 
 static void run_stmts(Frame *f, StmtRange r)

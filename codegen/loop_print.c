@@ -293,7 +293,8 @@ static void put_stmt(FILE *f, const Kernel *k, int t)
     }
     const LStmt *s = &k->stmt[t];
     if (s->kind == ST_STORE) {
-        fprintf(f, "      store buf%d[%%e%d] = %%e%d\n", s->buf, s->index, s->value);
+        fprintf(f, "      store buf%d[%%e%d] %s %%e%d\n", s->buf, s->index, s->add ? "+=" : "=",
+                s->value);
         return;
     }
     fprintf(f, "      s%d = reduce %s %%e%d", t, op_name(s->op), s->value);

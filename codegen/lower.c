@@ -98,6 +98,8 @@ static bool add_group_step(Lower *L, Step s, int grp, int epi)
     return add_step(L, s, a, na, b, nb);
 }
 
+bool lower_group_step(Lower *L, Step s, int grp) { return add_group_step(L, s, grp, -1); }
+
 /* Asked for in this attempt; FORCE_OWN_GROUP from the next plan on. */
 #define FORCE_NEXT 2
 
@@ -396,7 +398,7 @@ static void number_steps(Lower *L, const Guards *gd)
             L->step_of[grp] = s;
             continue;
         }
-        s += guard_count(gd, grp);
+        s += guard_count(gd, grp) + scatter_steps_before(L, grp);
         L->step_of[grp] = ++s;
     }
     for (int id = 0; id < g->nnode; id++) {
@@ -438,6 +440,12 @@ static bool gemm_step(Lower *L, int grp)
         st.gemm.epi_load = epilogue_load(&L->p->kernel[k], &st.gemm, ctx.c_identity);
     }
     return add_group_step(L, st, grp, epi);
+}
+
+static bool scatter_step(Lower *L, int grp)
+{
+    int k = lower_scatter(L, grp);
+    return k >= 0 && add_group_step(L, (Step){.kind = STEP_KERNEL, .kernel = k}, grp, -1);
 }
 
 static bool kernel_step(Lower *L, int grp)
@@ -640,6 +648,7 @@ static bool lower_steps(Lower *L, const Guards *gd)
         bool ok = range_steps(L, gd, grp);
         ok = (kind == FUSE_GEMM ? matmul_step(L, grp)
               : kind == FUSE_ATTENTION ? attention_step(L, grp)
+              : kind == FUSE_SCATTER   ? scatter_step(L, grp)
                                        : kernel_step(L, grp)) && ok;
         if (!ok && !(L->nretry && err_ok(L->e)))
             return false; /* with retries asked for, go on: collect them all in one pass */
@@ -669,7 +678,10 @@ static bool lower_once(Lower *L)
     for (int i = 0; i < n; i++)
         L->leaf_buf[i] = L->node_buf[i] = L->last_read[i] = -1;
     Guards gd = {0};
-    bool ok = leaf_buffers(L) && guards_init(L, &gd) && lower_steps(L, &gd);
+    bool ok = leaf_buffers(L) && guards_init(L, &gd);
+    if (ok)
+        scatter_outputs(L);
+    ok = ok && lower_steps(L, &gd);
     guards_free(&gd);
     return ok;
 }

@@ -69,6 +69,8 @@ static void fold_batches(Gemm *gm)
 
 static int new_c(Lower *L, int m)
 {
+    if (L->node_buf[m] >= 0) /* an index_add's output, which adds into it next */
+        return L->node_buf[m];
     int out = lower_first_output(L, m);
     if (out >= 0)
         return L->out_buf[out];

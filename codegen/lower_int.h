@@ -106,4 +106,22 @@ int lower_contraction(Lower *L, int grp, KernelCtx *ctx);
 /* lower_gemm.c: an attention group as its step. */
 bool lower_attention(Lower *L, int grp, Attention *out);
 
+/* lower_kernel.c: a pointwise or row group's space as the kernel's loop variables
+ * (G->full, G->inner_var); a scatter group's is pointwise over src. */
+void lower_space(Gen *G, Kernel *k, const FuseGroup *grp);
+
+/* lower.c: group grp's step (it computes the group's nodes), appended. */
+bool lower_group_step(Lower *L, Step s, int grp);
+
+/* lower_scatter.c: an index_add group (FUSE_SCATTER). Whether index_add node id adds
+ * into its base's buffer (else the base is copied first); how many steps come before
+ * the group's own (the copy, or for f16/bf16 the copy into f32 and the adds); base values
+ * returned by an index_add stored straight into its output buffer (before any group is
+ * lowered); the group's steps before its own, then its kernel, whose index it returns
+ * (-1 on failure). */
+bool scatter_in_place(const Lower *L, int id);
+int scatter_steps_before(const Lower *L, int grp);
+void scatter_outputs(Lower *L);
+int lower_scatter(Lower *L, int grp);
+
 #endif

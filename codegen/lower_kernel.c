@@ -55,7 +55,7 @@ static bool conv_epilogue_space(Gen *G, Kernel *k, const FuseGroup *grp)
 /* Outer variables: a row group's kept dims flattened into one (rows); a pointwise
  * group's dims but the last flattened (rows), the last its own (columns, the vector
  * loop). Inner variables: one per reduced dim, in order. */
-static void setup_space(Gen *G, Kernel *k, const FuseGroup *grp)
+void lower_space(Gen *G, Kernel *k, const FuseGroup *grp)
 {
     const Type *s = &grp->space;
     unsigned inner = grp->kind == FUSE_ROW ? grp->inner : 0;
@@ -326,7 +326,7 @@ int lower_kernel(Lower *L, int grp, KernelCtx *ctx)
     const FuseGroup *fg = &L->f->g[grp];
     bool ok = values_init(&G, L, grp);
     if (ok) {
-        setup_space(&G, &k, fg);
+        lower_space(&G, &k, fg);
         bool built = store_roots(&G, fg);
         if (built && ctx->c_buf >= 0)
             ctx->c_identity = reads_c_at_point(&G, &k, ctx->c_buf);

@@ -392,6 +392,12 @@ int b_gather(Builder *b, int table, int idx, int64_t axis)
     return b_op(b, OP_GATHER, in, 2, &a, 1, NULL);
 }
 
+int b_index_add(Builder *b, int base, int idx, int src)
+{
+    int in[3] = {base, idx, src};
+    return b_op(b, OP_INDEX_ADD, in, 3, NULL, 0, NULL);
+}
+
 int b_full(Builder *b, double v, const Type *t)
 {
     Attr a = attr_float("value", v);

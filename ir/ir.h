@@ -157,6 +157,7 @@ typedef enum OpCode {
     OP_MATMUL,
     /* data movement */
     OP_TRANSPOSE, OP_RESHAPE, OP_EXPAND, OP_SLICE, OP_CONCAT, OP_GATHER,
+    OP_INDEX_ADD, /* gather's adjoint: rows of src added into a copy of base at the indices */
     /* composites (each has a decomposition into the ops above) */
     OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LAYER_NORM, OP_RMS_NORM, OP_DROPOUT,
     OP_CROSS_ENTROPY, OP_ATTENTION,
@@ -316,6 +317,9 @@ int b_expand(Builder *b, int x, const Type *t);
 int b_slice(Builder *b, int x, int64_t axis, int64_t start, int64_t end, int64_t step);
 int b_concat(Builder *b, const int *xs, int n, int64_t axis);
 int b_gather(Builder *b, int table, int idx, int64_t axis);
+/* base with src[i..., :] added into row idx[i...] of axis 0 (torch's index_add, idx of
+ * any rank): base [V, rest..], idx integer [S..], src [S.., rest..] of base's dtype. */
+int b_index_add(Builder *b, int base, int idx, int src);
 int b_full(Builder *b, double v, const Type *t);
 int b_scalar(Builder *b, double v, DType dt); /* full of rank 0 */
 int b_constant(Builder *b, const Type *t, const double *data);

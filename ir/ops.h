@@ -47,7 +47,7 @@ bool eval_reduce(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_argmax(const Node *n, const ITensor *in, ITensor *out, Err *e);
 double flops_reduce(const Node *n, const ITensor *in, const ITensor *out);
 
-/* ops_shape.c: matmul, transpose, reshape, expand, slice, concat, gather */
+/* ops_shape.c: matmul, transpose, reshape, expand, slice, concat, gather, index_add */
 bool infer_matmul(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 bool infer_transpose(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 bool infer_reshape(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
@@ -55,12 +55,15 @@ bool infer_expand(const Graph *g, const Node *n, const Type *in, Type *out, Err 
 bool infer_slice(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 bool infer_concat(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 bool infer_gather(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
+bool infer_index_add(const Graph *g, const Node *n, const Type *in, Type *out, Err *e);
 bool eval_matmul(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_transpose(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_expand(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_slice(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_concat(const Node *n, const ITensor *in, ITensor *out, Err *e);
 bool eval_gather(const Node *n, const ITensor *in, ITensor *out, Err *e);
+bool eval_index_add(const Node *n, const ITensor *in, ITensor *out, Err *e);
+double flops_index_add(const Node *n, const ITensor *in, const ITensor *out);
 double flops_matmul(const Node *n, const ITensor *in, const ITensor *out);
 /* Shared with ops_nn.c (attention batches like matmul). A type or dim as text held in a
  * struct, so one message can format several: type_text(g, a).s lives to the end of
@@ -147,7 +150,7 @@ GRAD(neg) GRAD(abs) GRAD(exp) GRAD(log) GRAD(sqrt) GRAD(rsqrt) GRAD(reciprocal) 
 GRAD(sigmoid) GRAD(relu) GRAD(gelu) GRAD(gelu_tanh) GRAD(silu) GRAD(sin) GRAD(cos) GRAD(erf)
 GRAD(add) GRAD(sub) GRAD(mul) GRAD(div) GRAD(pow) GRAD(maximum) GRAD(minimum) GRAD(where)
 GRAD(cast) GRAD(sum) GRAD(mean) GRAD(extremum) GRAD(matmul) GRAD(transpose) GRAD(reshape)
-GRAD(expand) GRAD(slice) GRAD(concat) GRAD(gather)
+GRAD(expand) GRAD(slice) GRAD(concat) GRAD(gather) GRAD(index_add)
 #undef GRAD
 int grad_unbroadcast(Builder *b, int g, const Type *to);
 

@@ -481,3 +481,74 @@ bool eval_gather(const Node *n, const ITensor *in, ITensor *out, Err *e)
         }
     return true;
 }
+
+/* ---------------------------------------------------------------- index_add */
+
+/* base [V, rest..], idx integer [S..], src [S.., rest..] of base's dtype: gather's shapes
+ * read backwards (src is what gather(base, idx) would return), so it is gather's adjoint. */
+bool infer_index_add(const Graph *g, const Node *n, const Type *in, Type *out, Err *e)
+{
+    (void)n;
+    const Type *base = &in[0], *idx = &in[1], *src = &in[2];
+    if (!is_integer(idx->dt)) {
+        err_set(e, ERR_INPUT, "index_add: indices %s must have an integer dtype (i8, i32, "
+                "i64); cast them", type_text(g, idx).s);
+        return false;
+    }
+    if (base->rank < 1) {
+        err_set(e, ERR_INPUT, "index_add: base %s has no axis 0 to add rows into",
+                type_text(g, base).s);
+        return false;
+    }
+    if (idx->rank + base->rank - 1 > COIL_MAX_RANK) {
+        err_set(e, ERR_INPUT, "index_add: base %s indexed by %s: src would have rank %d, above "
+                "the limit %d", type_text(g, base).s, type_text(g, idx).s,
+                idx->rank + base->rank - 1, COIL_MAX_RANK);
+        return false;
+    }
+    Type want = {.dt = base->dt};
+    for (int d = 0; d < idx->rank; d++)
+        want.dim[want.rank++] = idx->dim[d];
+    for (int d = 1; d < base->rank; d++)
+        want.dim[want.rank++] = base->dim[d];
+    if (!type_eq(src, &want)) {
+        err_set(e, ERR_INPUT, "index_add: src is %s; into base %s at indices %s it must be %s "
+                "(the indices' shape, then base's dims after the first, base's dtype)",
+                type_text(g, src).s, type_text(g, base).s, type_text(g, idx).s,
+                type_text(g, &want).s);
+        return false;
+    }
+    *out = *base;
+    return true;
+}
+
+/* Every index checked first, as gather does (a negative one is a data bug, not a wrap);
+ * then sums in f64, rounded once by the caller. */
+bool eval_index_add(const Node *n, const ITensor *in, ITensor *out, Err *e)
+{
+    (void)n;
+    const ITensor *base = &in[0], *idx = &in[1], *src = &in[2];
+    int64_t rows = base->shape[0], width = prod(base->shape, 1, base->rank);
+    for (int64_t i = 0; i < idx->n; i++)
+        if (idx->d[i] < 0 || idx->d[i] >= (double)rows) {
+            err_set(e, ERR_INPUT, "index_add: index %lld (element %lld of the indices) is out "
+                    "of range [0, %lld) for axis 0", (long long)idx->d[i], (long long)i,
+                    (long long)rows);
+            return false;
+        }
+    for (int64_t i = 0; i < base->n; i++)
+        out->d[i] = base->d[i];
+    for (int64_t i = 0; i < idx->n; i++) {
+        double *dst = out->d + (int64_t)idx->d[i] * width;
+        for (int64_t r = 0; r < width; r++)
+            dst[r] += src->d[i * width + r];
+    }
+    return true;
+}
+
+/* One add per element of src. */
+double flops_index_add(const Node *n, const ITensor *in, const ITensor *out)
+{
+    (void)n, (void)out;
+    return (double)in[2].n;
+}

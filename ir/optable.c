@@ -110,6 +110,8 @@ const OpInfo op_info[OP_COUNT] = {
                    NULL, NULL, NULL, grad_concat},
     [OP_GATHER] = {"gather", 2, 2, 0, SPECS(a_axis0), infer_gather, eval_gather, flops_zero,
                    NULL, NULL, NULL, grad_gather},
+    [OP_INDEX_ADD] = {"index_add", 3, 3, 0, NONE, infer_index_add, eval_index_add,
+                      flops_index_add, NULL, NULL, NULL, grad_index_add},
 
     [OP_SOFTMAX] = COMPOSITE("softmax", 1, 1, 0, SPECS(a_axis_last), infer_softmax,
                              eval_softmax, flops_softmax, dec_softmax),

@@ -45,10 +45,29 @@ static int find_loss(const Graph *g, const char *name, Err *e)
     return -1;
 }
 
+/* dense + scatter as one index_add into dense, when scatter is an index_add into zeros
+ * (a gather's rule: a tied embedding's table is read by a gather and a matmul); else -1.
+ * Both are fresh gradient terms read by nothing else; the zeros are left to dce. */
+static int add_into_scatter(Builder *b, int dense, int scatter)
+{
+    const Node *s = &b->g->node[scatter];
+    if (s->op != OP_INDEX_ADD || b->g->node[s->in[0]].op != OP_FULL ||
+        node_float(&b->g->node[s->in[0]], "value") != 0 ||
+        !type_eq(&b->g->node[dense].type, &s->type))
+        return -1;
+    int idx = s->in[1], src = s->in[2]; /* copied out: building moves the nodes */
+    return b_index_add(b, dense, idx, src);
+}
+
 /* grad[x] += contribution (the first one is taken as it is). */
 static void accumulate(Builder *b, int *grad, int x, int contribution)
 {
-    grad[x] = grad[x] < 0 ? contribution : b_binary(b, OP_ADD, grad[x], contribution);
+    int sum = -1;
+    if (grad[x] >= 0 && (sum = add_into_scatter(b, grad[x], contribution)) < 0)
+        sum = add_into_scatter(b, contribution, grad[x]);
+    if (grad[x] >= 0 && sum < 0)
+        sum = b_binary(b, OP_ADD, grad[x], contribution);
+    grad[x] = grad[x] < 0 ? contribution : sum;
 }
 
 /* One node's rule, its operands' gradients accumulated. */

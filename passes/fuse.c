@@ -91,6 +91,8 @@ static NodeClass classify(const Graph *g, int id, bool copy)
         return NC_MATMUL;
     if (is_attention_op(n->op))
         return NC_ATTENTION;
+    if (n->op == OP_INDEX_ADD)
+        return NC_SCATTER;
     if (fl & OPF_COMPOSITE)
         return NC_DEAD; /* rejected by fuse_plan */
     return NC_ELEMENT;
@@ -98,7 +100,8 @@ static NodeClass classify(const Graph *g, int id, bool copy)
 
 static bool is_compute(NodeClass c)
 {
-    return c == NC_ELEMENT || c == NC_REDUCE || c == NC_MATMUL || c == NC_ATTENTION;
+    return c == NC_ELEMENT || c == NC_REDUCE || c == NC_MATMUL || c == NC_ATTENTION ||
+           c == NC_SCATTER;
 }
 
 /* A step of its own whose operands are read as strided buffers. */
@@ -289,8 +292,8 @@ static const char *misfit(const Plan *p, int id, int grp, bool stored)
 {
     const Node *n = &p->g->node[id];
     const FuseGroup *G = &p->f->g[grp];
-    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION)
-        return "a matmul or attention is a step of its own";
+    if (G->kind == FUSE_GEMM || G->kind == FUSE_ATTENTION || G->kind == FUSE_SCATTER)
+        return "a matmul, attention or index_add is a step of its own";
     if (p->size[grp] >= p->max_nodes)
         return "the group is full (FUSE_MAX_NODES)";
     if (p->f->cls[id] == NC_ELEMENT) {
@@ -405,6 +408,8 @@ static bool own_group(Plan *p, int id)
         grp = new_group(p, FUSE_GEMM, &n->type, 0);
     else if (c == NC_ATTENTION)
         grp = new_group(p, FUSE_ATTENTION, &n->type, 0);
+    else if (c == NC_SCATTER)
+        grp = new_group(p, FUSE_SCATTER, operand_type(p, id, 2), 0);
     else if (c == NC_REDUCE) {
         const Type *in = operand_type(p, id, 0);
         grp = new_group(p, FUSE_ROW, in, reduce_axes(n, in->rank));
@@ -420,7 +425,7 @@ static void log_stored(Plan *p, int id, const GroupSet *readers, bool forced, bo
 static bool decide(Plan *p, int id, int *scratch)
 {
     GroupSet readers = {scratch, 0};
-    if (is_step_op(p->g->node[id].op))
+    if (is_step_op(p->g->node[id].op) || p->f->cls[id] == NC_SCATTER)
         return own_group(p, id);
     each_user(p, id, add_user_group, &readers);
     bool forced = p->o->off || (p->o->force && p->o->force[id] == FORCE_OWN_GROUP);
@@ -466,7 +471,8 @@ static const char *node_text(const Plan *p, int id, char *buf, size_t n)
     return buf;
 }
 
-static const char *const kind_name[] = {"pointwise", "row", "gemm", "attention"};
+static const char *const kind_name[FUSE_KIND_COUNT] = {"pointwise", "row", "gemm", "attention",
+                                                       "scatter"};
 
 /* "the row group of %18 sum": a group named by its latest member (numbers change when
  * groups merge; members do not). */
@@ -810,6 +816,7 @@ static bool share_a_read(Plan *p, int a, int b)
 static bool same_space(const FuseGroup *a, const FuseGroup *b)
 {
     return a->kind == b->kind && a->kind != FUSE_GEMM && a->kind != FUSE_ATTENTION &&
+           a->kind != FUSE_SCATTER &&
            a->gemm < 0 && b->gemm < 0 &&
            a->inner == b->inner && type_same_shape(&a->space, &b->space);
 }
@@ -1135,17 +1142,17 @@ static bool plan_alloc(Plan *p, Fusion *f)
 static void log_summary(const Plan *p)
 {
     const Fusion *f = p->f;
-    int kind[4] = {0}, epilogues = 0, stored = 0;
+    int kind[FUSE_KIND_COUNT] = {0}, epilogues = 0, stored = 0;
     for (int i = 0; i < f->ngroup; i++) {
         kind[f->g[i].kind]++;
         epilogues += f->g[i].epilogue >= 0;
     }
     for (int id = 0; id < f->nnode; id++)
         stored += f->stored[id];
-    coil_log(LOG_INFO, "fuse '%s': %d groups (%d pointwise, %d row, %d gemm, %d attention), "
-             "%d GEMM epilogues, %d sibling merges, %d stored values%s", p->g->name,
+    coil_log(LOG_INFO, "fuse '%s': %d groups (%d pointwise, %d row, %d gemm, %d attention, "
+             "%d scatter), %d GEMM epilogues, %d sibling merges, %d stored values%s", p->g->name,
              f->ngroup, kind[FUSE_POINTWISE], kind[FUSE_ROW], kind[FUSE_GEMM],
-             kind[FUSE_ATTENTION], epilogues, p->nsibling, stored, p->o->off ? " (fusion off)" : "");
+             kind[FUSE_ATTENTION], kind[FUSE_SCATTER], epilogues, p->nsibling, stored, p->o->off ? " (fusion off)" : "");
 }
 
 static bool no_composites(const Graph *g, Err *e)

@@ -12,12 +12,16 @@ typedef enum FuseKind {
                        producers and consumers, in phases */
     FUSE_GEMM,      /* one matmul */
     FUSE_ATTENTION, /* one attention kept whole (decompose_fused): a fused kernel's step */
+    FUSE_SCATTER,   /* one index_add: base into its buffer (or in place), then src's
+                       points added at their rows; space is src's shape */
+    FUSE_KIND_COUNT
 } FuseKind;
 
 typedef struct FuseGroup {
     FuseKind kind;
     Type space;    /* the iteration shape: the stored roots' shape (pointwise), the
-                      reductions' operand shape (row), the matmul's result (gemm) */
+                      reductions' operand shape (row), the matmul's result (gemm),
+                      src's shape (scatter) */
     unsigned inner;/* FUSE_ROW: the reduced axes of space, as a bit mask */
     int epilogue;  /* FUSE_GEMM: the pointwise group run as its epilogue, or -1 */
     int gemm;      /* FUSE_POINTWISE: the GEMM group whose epilogue it is, or -1 */
@@ -34,6 +38,8 @@ typedef enum NodeClass {
     NC_REDUCE,     /* sum, mean, max, min, argmax */
     NC_MATMUL,
     NC_ATTENTION,  /* attention kept whole for a backend's fused kernel */
+    NC_SCATTER,    /* index_add: adds at computed rows, a group of its own; its operands
+                      are read like any group's (views and inline leaves stay inline) */
 } NodeClass;
 
 typedef struct Fusion {

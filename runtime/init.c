@@ -309,7 +309,7 @@ static int64_t dim_of(const Graph *g, int v, int64_t axis, const SymBind *sb)
 }
 
 /* bound[v]: the exclusive upper bound of the integers v may hold, from what reads v:
- * a gather's index, cross_entropy's labels (index_check's bound once it is decomposed,
+ * a gather's or index_add's index, cross_entropy's labels (index_check's bound once it is decomposed,
  * as in a joint graph), or data movement feeding one of those.
  * Nodes are visited last to first so a value's users are final before it. */
 static void index_bounds(const Graph *g, const SymBind *sb, int64_t *bound)
@@ -320,6 +320,8 @@ static void index_bounds(const Graph *g, const SymBind *sb, int64_t *bound)
         const Node *n = &g->node[i];
         if (n->op == OP_GATHER)
             tighten(bound, n->in[1], dim_of(g, n->in[0], node_int(n, "axis"), sb));
+        else if (n->op == OP_INDEX_ADD) /* rows of its base */
+            tighten(bound, n->in[1], dim_of(g, n->in[0], 0, sb));
         else if (n->op == OP_CROSS_ENTROPY)
             tighten(bound, n->in[1], dim_of(g, n->in[0], -1, sb));
         else if (n->op == OP_INDEX_CHECK) /* a decomposed cross_entropy's labels */

@@ -343,12 +343,22 @@ static void forget_section(Fn *f)
             f->val[id] = NULL;
 }
 
+/* A store, or with add the element read and the value added in registers (f32 for the
+ * float dtypes; bool as or), then stored: the kernel runs on one thread (loop.h). */
 static void store(Fn *f, const LStmt *s)
 {
     Gen *g = f->g;
     DType dt = g->p->buf[s->buf].dt;
     LLVMValueRef v = expr_convert(g, f->val[s->value], f->k->lx[s->value].dt, dt);
-    fn_mark(f, mem_store(g, dt, fn_buffer(f, s->buf), f->val[s->index], v), s->buf);
+    LLVMValueRef base = fn_buffer(f, s->buf), inst;
+    if (s->add) {
+        LLVMValueRef old = mem_load(g, dt, base, f->val[s->index], &inst);
+        fn_mark(f, inst, s->buf);
+        v = dtype_info[dt].is_float ? LLVMBuildFAdd(g->b, old, v, "")
+            : dt == DT_BOOL         ? LLVMBuildOr(g->b, old, v, "")
+                                    : LLVMBuildAdd(g->b, old, v, "");
+    }
+    fn_mark(f, mem_store(g, dt, base, f->val[s->index], v), s->buf);
 }
 
 /* The dtype's least (greatest when !least) value, the start of max (min) and argmax. */

@@ -362,6 +362,10 @@ static void run_kernel(Engine *en, int k, int parts, const SymBind *sb)
         return;
     }
     int64_t n = dim_value(kn->size[0], sb), w = work_per_row(kn, sb);
+    if (kernel_adds(kn)) { /* its points may add into one element (loop.h): one thread */
+        kernel_chunk(&call, 0, n);
+        return;
+    }
     int64_t grain = w >= MIN_CHUNK_WORK ? 1 : (MIN_CHUNK_WORK + w - 1) / (w > 0 ? w : 1);
     if (parts > 0)
         grain = (n + parts - 1) / parts;

@@ -246,7 +246,8 @@ static const struct {
 static const LStmt *single_store(const Kernel *k)
 {
     if (k->nouter != 2 || k->ninner != 0 || k->nphase != 0 || k->nstmt != 1 ||
-        k->after.count != 1 || k->stmt[k->after.first].kind != ST_STORE)
+        k->after.count != 1 || k->stmt[k->after.first].kind != ST_STORE ||
+        k->stmt[k->after.first].add)
         return NULL;
     return &k->stmt[k->after.first];
 }

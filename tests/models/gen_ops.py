@@ -794,6 +794,8 @@ def symbolic_cases():
 def write_all():
     os.makedirs(OUT_DIR, exist_ok=True)
     for f in os.listdir(OUT_DIR):  # stale cases must not survive a regeneration
+        if f.startswith("train_"):  # tests/models/train/gen.py's, not these
+            continue
         if f.endswith(".cir") or f.endswith(".npy"):
             os.remove(os.path.join(OUT_DIR, f))
     names = set()
@@ -806,13 +808,37 @@ def write_all():
             np.save(os.path.join(OUT_DIR, fname), arr, allow_pickle=False)
 
 
+# ---- index_add (scatter): numpy's unbuffered np.add.at, in float64
+
+
+def index_add_np(base, idx, src):
+    out = np.array(base, np.float64)
+    np.add.at(out, np.asarray(idx, np.int64), src)
+    return out
+
+
+def scatter_cases():
+    single("index_add_rows", "index_add", [("b", "f32", randn(5, 3)), ("i", "i64", [[4, 0, 4], [2, 4, 0]]),
+                                           ("s", "f32", randn(2, 3, 3))], "f32", index_add_np)
+    single("index_add_i32_1d", "index_add", [("b", "f32", randn(6)), ("i", "i32", [5, 1, 5, 0]),
+                                             ("s", "f32", randn(4))], "f32", index_add_np)
+    # bf16 adds round at each add on a device, once here: two hits a row at most, positive
+    # values (no cancellation), so they stay within an ulp or two
+    single("index_add_bf16", "index_add", [("b", "bf16", abs(randn(4, 8)) + 0.5),
+                                           ("i", "i64", [3, 1, 3, 0, 2]),
+                                           ("s", "bf16", abs(randn(5, 8)) + 0.5)], "bf16", index_add_np)
+    single("index_add_i64", "index_add", [("b", "i64", [[1, -2], [3, 4], [5, 6]]), ("i", "i8", [2, 0, 2]),
+                                          ("s", "i64", [[10, 20], [-30, 40], [50, 60]])], "i64",
+           index_add_np)
+
+
 def main():
     np.seterr(all="ignore")  # log(0), sqrt(-1), 7/0 and f16 overflow are cases on purpose
     check_philox()
     check_bf16_rounding()
     for group in (leaf_cases, unary_cases, binary_cases, where_cases, cast_cases, reduce_cases,
                   matmul_cases, movement_cases, composite_cases, symbolic_cases,
-                  attention_training_cases, conv_cases, attention_bias_cases):
+                  attention_training_cases, conv_cases, attention_bias_cases, scatter_cases):
         group()
     write_all()
     total = sum(os.path.getsize(os.path.join(OUT_DIR, f)) for f in os.listdir(OUT_DIR))

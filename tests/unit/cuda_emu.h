@@ -5,6 +5,7 @@
  * warp shuffles (through a slot per thread, between barriers) behave as on a GPU, slowly.
  * What the emulation cannot show: races a GPU's real concurrency between blocks would
  * expose, and the device's own math library's last bits. */
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -42,6 +43,19 @@ inline CoilEmu coil_emu;
 #define __shared__ static
 
 inline void __syncthreads() { coil_emu.sync->arrive_and_wait(); }
+
+/* The atomics the prelude's adds use: real ones, since a block's threads run at once. */
+inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+    return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+}
+inline unsigned atomicCAS(unsigned *p, unsigned expected, unsigned desired)
+{
+    std::atomic_ref<unsigned>(*p).compare_exchange_strong(expected, desired);
+    return expected; /* the old value, whether or not it was swapped */
+}
 
 /* A shuffle: every thread of the warp calls it (the full mask coil always passes), so the
  * warp's own barrier orders the exchange; each thread gets thread src's value, or keeps

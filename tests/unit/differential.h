@@ -156,7 +156,7 @@ static int make_view(Maker *m, int x)
 static int make_other(Maker *m, int x)
 {
     Type t = type_of(m, x);
-    switch (pick(&m->rng, 5)) {
+    switch (pick(&m->rng, 6)) {
     case 0: return b_unary(&m->b, OP_SOFTMAX, x);
     case 1: {
         Type w = {.dt = DT_F32, .rank = 1, .dim = {t.dim[t.rank - 1]}};
@@ -171,6 +171,18 @@ static int make_other(Maker *m, int x)
         char name[32];
         snprintf(name, sizeof name, "ids%d", m->ninput++);
         return b_gather(&m->b, x, b_input(&m->b, name, &ids), 0);
+    }
+    case 4: { /* rows of x, changed, added back into x at an index input (repeats likely) */
+        Type ids = {.dt = DT_I32, .rank = 1 + pick(&m->rng, 2)};
+        for (int d = 0; d < ids.rank; d++)
+            ids.dim[d] = dim_static(1 + pick(&m->rng, 4));
+        if (ids.rank + t.rank - 1 > COIL_MAX_RANK)
+            return -1;
+        char name[32];
+        snprintf(name, sizeof name, "ids%d", m->ninput++);
+        int at = b_input(&m->b, name, &ids);
+        int rows = b_unary(&m->b, OP_TANH, b_gather(&m->b, x, at, 0));
+        return b_index_add(&m->b, x, at, rows);
     }
     default: {
         int c = b_binary(&m->b, OP_GT, x, b_scalar(&m->b, 0, DT_F32));

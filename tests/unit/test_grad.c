@@ -90,6 +90,26 @@ static int b_gat(Builder *b, const int *p, int op)
     return b_gather(b, p[0], b_constant(b, &t, idx), 0);
 }
 
+/* index_add's two gradients (base's and src's), rows 4 and 0 hit twice */
+static int b_iadd(Builder *b, const int *p, int op)
+{
+    (void)op;
+    Type t = type_make(DT_I64, 2, (int64_t[]){2, 3});
+    double idx[6] = {0, 4, 2, 4, 1, 0};
+    return b_index_add(b, p[0], b_constant(b, &t, idx), p[1]);
+}
+
+/* A tied table: a gather and a matmul read it, so autodiff adds their gradients as one
+ * index_add into the matmul's (passes/autodiff.c) */
+static int b_tied(Builder *b, const int *p, int op)
+{
+    (void)op;
+    Type t = type_make(DT_I64, 1, (int64_t[]){4});
+    double idx[4] = {3, 0, 3, 1};
+    int rows = b_gather(b, p[0], b_constant(b, &t, idx), 0);
+    return b_matmul(b, rows, b_swap_last(b, p[0]));
+}
+
 static int b_comp1(Builder *b, const int *p, int op)
 {
     Attr axis = attr_int("axis", -1);
@@ -186,6 +206,8 @@ static const Case cases[] = {
     {"slice", 1, {{2, 4}}, {2}, -2, 2, b_sl, 0},
     {"concat", 2, {{2, 3}, {2, 2}}, {2, 2}, -2, 2, b_cat, 0},
     {"gather", 1, {{5, 3}}, {2}, -2, 2, b_gat, 0},
+    {"index_add", 2, {{5, 3}, {2, 3, 3}}, {2, 3}, -2, 2, b_iadd, 0},
+    {"tied embedding", 1, {{5, 3}}, {2}, -2, 2, b_tied, 0},
     {"softmax", 1, S23, -2, 2, b_comp1, OP_SOFTMAX},
     {"log_softmax", 1, S23, -2, 2, b_comp1, OP_LOG_SOFTMAX},
     {"layer_norm", 3, {{2, 4}, {4}, {4}}, {2, 1, 1}, -2, 2, b_norm, OP_LAYER_NORM},

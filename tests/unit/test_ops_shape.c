@@ -430,6 +430,59 @@ static void test_gather_errors(void)
                  "limit 8");
 }
 
+/* ---------------------------------------------------------------- index_add */
+
+/* index_add(base, ids, src), base[i][j] = 10 i + j over [4,3], src[k][j] = k + 1 at rows
+ * [[3,0],[1,3]] (row 3 twice), and a symbolic count of indices */
+static void test_index_add(void)
+{
+    double table[12], src[12], want[12];
+    for (int i = 0; i < 12; i++)
+        table[i] = want[i] = 10 * (i / 3) + i % 3, src[i] = i / 3 + 1;
+    const int rows[4] = {3, 0, 1, 3};
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 3; j++)
+            want[rows[k] * 3 + j] += k + 1;
+    Fx f;
+    fx_init(&f, 2, 3);
+    int x = fx_input(&f, "x", DT_F32, "4,3"), ids = fx_input(&f, "ids", DT_I64, "2,2");
+    int y = b_index_add(&f.b, x, ids, fx_input(&f, "src", DT_F32, "2,2,3"));
+    CHECK_TYPE(f.g, b_type(&f.b, y), "f32[4,3]");
+    b_output(&f.b, y, NULL);
+    Tensor out;
+    if (fx_run(&f, VALS(table, (double[]){3, 0, 1, 3}, src), &out))
+        CHECK_RESULT(&out, "f32[4,3]", want, 12, 0);
+    fx_free(&f);
+    fx_init(&f, 2, 3);
+    x = fx_input(&f, "x", DT_F32, "4");
+    ids = fx_input(&f, "ids", DT_I32, "B"); /* inputs in order, not as call arguments */
+    y = b_index_add(&f.b, x, ids, fx_input(&f, "src", DT_F32, "B"));
+    b_output(&f.b, y, NULL);
+    if (fx_run(&f, VALS(((double[]){1, 2, 3, 4}), ((double[]){2, 2}), ((double[]){0.5, 0.25})), &out))
+        CHECK_RESULT(&out, "f32[4]", ((double[]){1, 2, 3.75, 4}), 4, 0);
+    fx_free(&f);
+}
+
+static void test_index_add_errors(void)
+{
+    expect_error(OP_INDEX_ADD, 3, DTS(DT_F32, DT_F32, DT_F32), DIMS("4,3", "2", "2,3"), NULL, 0,
+                 NULL, "error: index_add: indices f32[2] must have an integer dtype (i8, i32, "
+                 "i64); cast them");
+    expect_error(OP_INDEX_ADD, 3, DTS(DT_F32, DT_I64, DT_F32), DIMS("4,3", "2", "2,4"), NULL, 0,
+                 NULL, "error: index_add: src is f32[2,4]; into base f32[4,3] at indices i64[2] "
+                 "it must be f32[2,3] (the indices' shape, then base's dims after the first, "
+                 "base's dtype)");
+    expect_error(OP_INDEX_ADD, 3, DTS(DT_F32, DT_I64, DT_BF16), DIMS("4,3", "2", "2,3"), NULL, 0,
+                 NULL, "error: index_add: src is bf16[2,3]; into base f32[4,3] at indices i64[2] "
+                 "it must be f32[2,3] (the indices' shape, then base's dims after the first, "
+                 "base's dtype)");
+    expect_error(OP_INDEX_ADD, 3, DTS(DT_F32, DT_I64, DT_F32), DIMS("", "2", "2"), NULL, 0, NULL,
+                 "error: index_add: base f32[] has no axis 0 to add rows into");
+    expect_error(OP_INDEX_ADD, 3, DTS(DT_F32, DT_I64, DT_F32), DIMS("2,2,2,2,2", "2,2,2,2,2", "2"),
+                 NULL, 0, NULL, "error: index_add: base f32[2,2,2,2,2] indexed by "
+                 "i64[2,2,2,2,2]: src would have rank 9, above the limit 8");
+}
+
 int main(void)
 {
     for (int i = 0; i < 64; i++)
@@ -450,5 +503,7 @@ int main(void)
     test_concat_errors();
     test_gather();
     test_gather_errors();
+    test_index_add();
+    test_index_add_errors();
     return check_status();
 }

@@ -107,6 +107,8 @@ static int special_cases(OpCase *c)
          "concat %a, %b, %c {axis=1} : f32[B,6]"},
         {OP_GATHER, {"f32[10,4]", "i64[B,T]"}, NULL, {{0}}, 0, "gather %a, %b : f32[B,T,4]"},
         {OP_GATHER, {"f32[4,10]", "i32[B]"}, NULL, {attr_int("axis", 1)}, 1, "gather %a, %b {axis=1} : f32[4,B]"},
+        {OP_INDEX_ADD, {"f32[10,4]", "i64[B,T]", "f32[B,T,4]"}, NULL, {{0}}, 0,
+         "index_add %a, %b, %c : f32[10,4]"},
         {OP_SOFTMAX, {"f32[B,3]"}, NULL, {{0}}, 0, "softmax %a : f32[B,3]"},
         {OP_LOG_SOFTMAX, {"f32[B,3]"}, NULL, {attr_int("axis", 0)}, 1, "log_softmax %a {axis=0} : f32[B,3]"},
         {OP_LAYER_NORM, {"f32[B,3]"}, NULL, {{0}}, 0, "layer_norm %a : f32[B,3]"},

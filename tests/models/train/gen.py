@@ -43,11 +43,21 @@ def train_attn(x, targets, p):
     return F.cross_entropy(o.reshape(-1, 6), targets.reshape(-1))
 
 
+def train_embed(x, targets, p):  # token ids x; the output head tied to the token table
+    h = p["wte"][x] + p["wpe"][torch.arange(5)]
+    h = torch.tanh(h @ p["w"])
+    o = h @ p["wte"].T
+    return F.cross_entropy(o.reshape(-1, 7), targets.reshape(-1))
+
+
 MODELS = {
     "train_mlp": (train_mlp, {"x": (4, 8)}, {"targets": ((4,), 5)},
                   {"w1": (16, 8), "b1": (16,), "g": (16,), "beta": (16,), "w2": (5, 16), "b2": (5,)}),
     "train_attn": (train_attn, {"x": (2, 4, 8)}, {"targets": ((2, 4), 6)},
                    {"wq": (8, 8), "wk": (8, 8), "wv": (8, 8), "wo": (6, 8)}),
+    # an embedding's gradient (index_add, with the head's GEMM product as its base)
+    "train_embed": (train_embed, {}, {"x": ((2, 5), 7), "targets": ((2, 5), 7)},
+                    {"wte": (7, 8), "wpe": (5, 8), "w": (8, 8)}),
 }
 
 
