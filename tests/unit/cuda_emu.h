@@ -2,12 +2,15 @@
  * GPU: force-included (-include) when the source is compiled by the host's C++ compiler.
  * Each launch runs its blocks one after another on blockDim.x real threads that meet at a
  * barrier, so __syncthreads, __shared__ memory (one block at a time: static storage) and
- * warp shuffles (through a slot per thread, between barriers) behave as on a GPU, slowly.
+ * warp shuffles (through a slot per thread, between barriers) behave as on a GPU, slowly;
+ * a kernel whose threads never meet may run them one by one instead (the serial launch).
  * What the emulation cannot show: races a GPU's real concurrency between blocks would
  * expose, and the device's own math library's last bits. */
 #include <atomic>
 #include <barrier>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -42,7 +45,20 @@ inline CoilEmu coil_emu;
 #define __restrict__
 #define __shared__ static
 
-inline void __syncthreads() { coil_emu.sync->arrive_and_wait(); }
+/* A kernel launched serially (coil_emu_launch_serial) may not meet its block: say so. */
+[[noreturn]] inline void coil_emu_not_serial(const char *what)
+{
+    std::fprintf(stderr, "cuda_emu: a kernel launched serially called %s: launch it with "
+                 "coil_emu_launch\n", what);
+    std::abort();
+}
+
+inline void __syncthreads()
+{
+    if (!coil_emu.sync)
+        coil_emu_not_serial("__syncthreads");
+    coil_emu.sync->arrive_and_wait();
+}
 
 /* The atomics the prelude's adds use: real ones, since a block's threads run at once. */
 inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
@@ -66,6 +82,8 @@ template <class T> T coil_emu_shuffle(T v, unsigned src, bool inside)
     unsigned t = threadIdx.x;
     unsigned long long bits = 0;
     std::memcpy(&bits, &v, sizeof v);
+    if (!coil_emu.sync)
+        coil_emu_not_serial("a warp shuffle");
     std::barrier<> &warp = coil_emu.warp_sync[t / 32];
     coil_emu.slot[t] = bits;
     warp.arrive_and_wait();
@@ -98,6 +116,8 @@ inline void coil_emu_mma(float *d, const unsigned *a, const unsigned *b,
                          float (*to_f32)(unsigned short))
 {
     unsigned t = threadIdx.x, lane = t & 31, warp0 = t - lane, g = lane / 4, q = lane % 4;
+    if (!coil_emu.sync)
+        coil_emu_not_serial("mma.sync");
     std::barrier<> &warp = coil_emu.warp_sync[t / 32];
     std::memcpy(coil_emu.mma[t].a, a, sizeof coil_emu.mma[t].a);
     std::memcpy(coil_emu.mma[t].b, b, sizeof coil_emu.mma[t].b);
@@ -158,4 +178,24 @@ extern "C" void coil_emu_launch(CoilEmuKernel fn, unsigned gx, unsigned gy, unsi
         });
     for (auto &th : threads)
         th.join();
+    coil_emu.sync = nullptr;
+}
+
+/* The same launch for a kernel whose threads never meet (a pointwise kernel: no barrier,
+ * shuffle or shared memory): each block's threads one after another on the calling
+ * thread, which any schedule of such a kernel allows, without a thread per CUDA thread.
+ * A kernel that does meet stops the test, naming what it called. */
+extern "C" void coil_emu_launch_serial(CoilEmuKernel fn, unsigned gx, unsigned gy, unsigned bx,
+                                       void *const *bufs, const long long *syms)
+{
+    coil_emu.sync = nullptr;
+    blockDim = dim3{bx, 1, 1};
+    gridDim = dim3{gx, gy, 1};
+    for (unsigned y = 0; y < gy; y++)
+        for (unsigned x = 0; x < gx; x++)
+            for (unsigned t = 0; t < bx; t++) {
+                blockIdx = dim3{x, y, 0};
+                threadIdx = dim3{t, 0, 0};
+                fn(bufs, syms);
+            }
 }

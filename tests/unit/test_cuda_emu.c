@@ -217,6 +217,11 @@ static KernelEntry entry(const Run *r, const char *name)
     return fn;
 }
 
+/* cuda_emu.h's serial launch: a pointwise kernel's threads never meet, so they run one by
+ * one on this thread (a thread per CUDA thread made the test's system time larger than
+ * its user time). */
+static LaunchFn launch_serial;
+
 /* With the engine's geometry (cuda_mapping.c), on a device of EMU_SMS multiprocessors: a
  * small grid, so the kernels' grid-stride loops are exercised too. */
 static void launch_kernel(const Run *r, int k, bool step)
@@ -232,9 +237,10 @@ static void launch_kernel(const Run *r, int k, bool step)
         cuda_variant_name(kn, &c, name, sizeof name);
     CudaLaunch L = cuda_launch_dims(kn, &r->sb, EMU_SMS, &c);
     KernelEntry fn = entry(r, name);
+    LaunchFn launch = cuda_shape(kn) == CUDA_POINTWISE ? launch_serial : r->launch;
     if (fn && L.blocks > 0)
-        r->launch(fn, (unsigned)L.blocks, 1, (unsigned)L.threads, r->bufs,
-                  (const long long *)r->sb.val);
+        launch(fn, (unsigned)L.blocks, 1, (unsigned)L.threads, r->bufs,
+               (const long long *)r->sb.val);
 }
 
 /* so the checks below see the fused kernels really ran */
@@ -393,6 +399,8 @@ int main(void)
     char dir[] = "/tmp/coil-cuda-emu-XXXXXX";
     void *lib = mkdtemp(dir) ? compile_all(cases, ncase, dir) : NULL;
     LaunchFn launch = lib ? (LaunchFn)dlsym(lib, "coil_emu_launch") : NULL;
+    launch_serial = lib ? (LaunchFn)dlsym(lib, "coil_emu_launch_serial") : NULL;
+    launch = launch_serial ? launch : NULL;
     int nrandom = 0; /* cases drawing random numbers run at a step past 2^32 too */
     int nvariant = 0;
     for (int i = 0; launch && i < ncase; i++) {
