@@ -472,27 +472,51 @@ static bool merge_heads(Lower *L, Loc loc, int y, int *out)
     return reshape_to(L, loc, r, &t, out);
 }
 
-/* attention(q, k, v, causal=, scale=, heads=, bias=): the bias, added to the scaled
- * scores, broadcasts to [..., T, S] (with heads: [..., H, T, S]). */
+/* attention's bias operand, or -1 for none: bias, or mask (bool: true where a query sees
+ * the key) as 0 or -inf in q's dtype, added to bias when both are given. */
+static bool attention_bias(Lower *L, Loc loc, const BArgs *a, int *bias)
+{
+    int q, mask;
+    *bias = -1;
+    if (a->given[6] && !arg_tensor(L, a, 6, "bias", bias))
+        return false;
+    if (!a->given[7])
+        return true;
+    if (!arg_tensor(L, a, 0, "q", &q) || !arg_tensor(L, a, 7, "mask", &mask))
+        return false;
+    char tb[256];
+    const Type *mt = tensor_type(L, mask);
+    if (mt->dt != DT_BOOL)
+        return fail(L, a->loc[7], "attention: mask is %s; it must be bool, true where a query "
+                    "attends to a key (or give an additive bias=)", type_fmt(L->g, mt, tb, sizeof tb));
+    DType dt = tensor_type(L, q)->dt;
+    L->b.loc = loc;
+    int m = b_where(&L->b, mask, b_scalar(&L->b, 0, dt), b_scalar(&L->b, -INFINITY, dt));
+    *bias = *bias >= 0 ? b_binary(&L->b, OP_ADD, *bias, m) : m;
+    return *bias >= 0 && err_ok(L->b.err);
+}
+
+/* attention(q, k, v, causal=, scale=, heads=, bias=, mask=): the bias, added to the scaled
+ * scores, and the mask, true where a query attends to a key, broadcast to [..., T, S]
+ * (with heads: [..., H, T, S]). */
 static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
 {
-    Value qkv[4];
-    int nin = a->given[6] ? 4 : 3;
-    for (int i = 0; i < 3; i++)
-        qkv[i] = a->v[i];
-    qkv[3] = a->v[6];
+    int bias;
+    if (!attention_bias(L, loc, a, &bias))
+        return false;
+    int nin = bias >= 0 ? 4 : 3;
     Attr attrs[2];
     int na = 0;
     const OpInfo *info = &op_info[OP_ATTENTION];
     for (int i = 0; i < 2; i++)
         if (a->given[3 + i] && !to_attr(L, a->loc[3 + i], "attention", &info->attrs[i], &a->v[3 + i], &attrs[na++]))
             return false;
-    if (!a->given[5])
+    if (!a->given[5]) {
+        Value qkv[4] = {a->v[0], a->v[1], a->v[2], v_tensor(bias)};
         return apply_op(L, loc, OP_ATTENTION, qkv, nin, attrs, na, out);
+    }
     int64_t heads;
-    int in[4];
-    if (nin == 4 && !arg_tensor(L, a, 6, "bias", &in[3]))
-        return false;
+    int in[4] = {-1, -1, -1, bias};
     if (!want_int(L, a->loc[5], &a->v[5], "heads", &heads))
         return false;
     if (heads <= 0)
@@ -687,7 +711,8 @@ static const struct {
     {{"linear", 3, 2, {"x", "w", "b"}}, bi_linear, NULL},
     {{"embedding", 2, 2, {"table", "ids"}}, bi_embedding, NULL},
     {{"mlp", 6, 5, {"x", "w1", "b1", "w2", "b2", "act"}}, bi_mlp, NULL},
-    {{"attention", 7, 3, {"q", "k", "v", "causal", "scale", "heads", "bias"}}, bi_attention, NULL},
+    {{"attention", 8, 3, {"q", "k", "v", "causal", "scale", "heads", "bias", "mask"}}, bi_attention,
+     NULL},
     {{"split", 3, 2, {"x", "parts", "axis"}}, NULL, bi_split},
     {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
 };

@@ -12,6 +12,17 @@ static Graph *compile(const char *text, const FeOptions *o, Err *e)
     return coil_frontend_compile("test.coil", text, strlen(text), o, e);
 }
 
+/* text, which must compile: its graph, or NULL with the error counted and said */
+static Graph *compile_ok(const char *text)
+{
+    Err e = {0};
+    Graph *g = compile(text, NULL, &e);
+    CHECK(g != NULL);
+    if (!g)
+        fprintf(stderr, "%s\n", e.msg);
+    return g;
+}
+
 /* ---------------------------------------------------------------- reentrancy */
 
 typedef struct Job {
@@ -149,13 +160,9 @@ static void test_multihead_values(void)
         "  h1 = attention(slice(q, 2, 2, 4), slice(k, 2, 2, 4), slice(v, 2, 2, 4), causal=true)\n"
         "  return both, concat(h0, h1, axis=2)\n"
         "}\n";
-    Err e = {0};
-    Graph *g = compile(text, NULL, &e);
-    CHECK(g != NULL);
-    if (!g) {
-        fprintf(stderr, "%s\n", e.msg);
+    Graph *g = compile_ok(text);
+    if (!g)
         return;
-    }
     Tensor in[3], out[2];
     for (int i = 0; i < 3; i++) {
         double vals[12];
@@ -173,6 +180,53 @@ static void test_multihead_values(void)
     for (int i = 0; i < 3; i++)
         tensor_free(&in[i]);
     graph_free(g);
+}
+
+/* attention's mask: a query that sees one key only gets that key's value row, exactly
+ * (per head, with a bias beside it that shifts every score of a row alike); the second
+ * batch sees every key, so its rows average the values (zero queries: equal scores). */
+static void test_attention_mask_values(void)
+{
+    const char *text =
+        "model A(q: f32[2, 3, 4], k: f32[2, 5, 4], v: f32[2, 5, 4], seen: bool[2, 1, 5])\n"
+        "    -> (f32[2, 3, 4], f32[2, 3, 4]) {\n"
+        "  one = attention(q, k, v, mask=seen)\n"
+        "  two = attention(q, k, v, heads=2, mask=reshape(seen, [2, 1, 1, 5]),\n"
+        "                  bias=full([1, 1, 3, 5], 0.25))\n"
+        "  return one, two\n"
+        "}\n";
+    Graph *g = compile_ok(text);
+    if (!g)
+        return;
+    double q[24] = {0}, kv[40], seen[10] = {0, 0, 1, 0, 0, 1, 1, 1, 1, 1}, want[24];
+    for (int j = 0; j < 40; j++)
+        kv[j] = sin(1.0 + j);
+    for (int i = 0; i < 24; i++) {
+        int b = i / 12, c = i % 4;
+        double mean = 0;
+        for (int s = 0; s < 5; s++)
+            mean += kv[b * 20 + s * 4 + c] / 5;
+        want[i] = b == 0 ? kv[2 * 4 + c] : mean; /* batch 0 sees key 2 only */
+    }
+    for (int i = 0; i < 12; i++) /* batch 0's queries are not zero: they must not matter */
+        q[i] = cos(i);
+    Tensor in[4] = {check_tensor(DT_F32, 3, (int64_t[]){2, 3, 4}, q),
+                    check_tensor(DT_F32, 3, (int64_t[]){2, 5, 4}, kv),
+                    check_tensor(DT_F32, 3, (int64_t[]){2, 5, 4}, kv),
+                    check_tensor(DT_BOOL, 3, (int64_t[]){2, 1, 5}, seen)};
+    Tensor out[2];
+    if (check_run(g, in, out, NULL)) {
+        CHECK_RESULT(&out[0], "f32[2,3,4]", want, 24, 1e-6);
+        CHECK_RESULT(&out[1], "f32[2,3,4]", want, 24, 1e-6);
+    }
+    for (int i = 0; i < 4; i++)
+        tensor_free(&in[i]);
+    graph_free(g);
+    Err e = {0};
+    CHECK(compile("model A(q: f32[1, 2, 4], m: f32[1, 2, 2]) -> f32[1, 2, 4] {\n"
+                  "  return attention(q, q, q, mask=m)\n}\n", NULL, &e) == NULL);
+    CHECK(strstr(e.msg, "test.coil:2:34: error: attention: mask is f32[1,2,2]; it must be bool, "
+                        "true where a query attends to a key (or give an additive bias=)") != NULL);
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -204,6 +258,7 @@ int main(void)
     test_dropout_modes();
     test_linear_values();
     test_multihead_values();
+    test_attention_mask_values();
     test_errors_gathered();
     return check_status();
 }
