@@ -6,8 +6,6 @@
 
 #include "frontend/eval.h"
 
-enum { BI_MAX = 8 };
-
 /* A builtin's arguments, bound to its parameter list. */
 typedef struct BArgs {
     Value v[BI_MAX];
@@ -460,6 +458,94 @@ static bool split_heads(Lower *L, Loc loc, int x, int64_t heads, int *out)
     return reshape_to(L, loc, x, &t, &r) && transpose_pair(L, loc, r, t.rank - 3, out);
 }
 
+/* Grouped-query heads: x [..., T, G*P*D] -> [..., G, P, T, D] (q: P heads per group; k
+ * and v: P = 1, broadcast over the group's query heads by the attention op). */
+static bool split_groups(Lower *L, Loc loc, int x, int64_t groups, int64_t per_group, int *out)
+{
+    Type t = *tensor_type(L, x);
+    char tb[256];
+    int r = t.rank;
+    Dim c = r >= 2 ? t.dim[r - 1] : dim_static(0);
+    if (r < 2 || r + 2 > COIL_MAX_RANK || c.syms || c.k % (groups * per_group) != 0)
+        return fail(L, loc, "attention: %s cannot be split into %lld groups of %lld heads (the last "
+                    "dimension must be a static multiple of them)", type_fmt(L->g, &t, tb, sizeof tb),
+                    (long long)groups, (long long)per_group);
+    t.dim[r - 1] = dim_static(groups);
+    t.dim[r] = dim_static(per_group);
+    t.dim[r + 1] = dim_static(c.k / (groups * per_group));
+    t.rank = r + 2;
+    int a = -1, b = -1;
+    return reshape_to(L, loc, x, &t, &a) && transpose_pair(L, loc, a, r - 2, &b) &&
+           transpose_pair(L, loc, b, r - 1, out);
+}
+
+/* [..., G, P, T, D] -> [..., T, G*P*D] */
+static bool merge_groups(Lower *L, Loc loc, int y, int *out)
+{
+    int n = tensor_type(L, y)->rank, a = -1, b = -1;
+    if (!transpose_pair(L, loc, y, n - 3, &a) || !transpose_pair(L, loc, a, n - 4, &b))
+        return false;
+    Type t = *tensor_type(L, b);
+    t.dim[n - 3] = dim_static(t.dim[n - 3].k * t.dim[n - 2].k * t.dim[n - 1].k);
+    t.rank = n - 2;
+    return reshape_to(L, loc, b, &t, out);
+}
+
+/* A bias broadcast to [..., H, T, S] as [..., G, P, T, S]: its head axis (H, or 1)
+ * split in two; one of rank 2 or less broadcasts as it is. */
+static bool group_bias(Lower *L, Loc loc, int bias, int64_t groups, int64_t per_group, int *out)
+{
+    Type t = *tensor_type(L, bias);
+    char tb[256];
+    int r = t.rank;
+    *out = bias;
+    if (r <= 2)
+        return true;
+    Dim h = t.dim[r - 3];
+    if (r + 1 > COIL_MAX_RANK || h.syms || (h.k != 1 && h.k != groups * per_group))
+        return fail(L, loc, "attention: bias %s: its head axis must be 1 or %lld heads to group "
+                    "them", type_fmt(L->g, &t, tb, sizeof tb), (long long)(groups * per_group));
+    for (int d = r; d > r - 2; d--)
+        t.dim[d] = t.dim[d - 1];
+    t.dim[r - 3] = dim_static(h.k == 1 ? 1 : groups);
+    t.dim[r - 2] = dim_static(h.k == 1 ? 1 : per_group);
+    t.rank = r + 1;
+    return reshape_to(L, loc, bias, &t, out);
+}
+
+/* The attention op on q, k, v (and bias) split into heads, its result merged back. */
+typedef bool (*MergeFn)(Lower *L, Loc loc, int y, int *out);
+static bool heads_op(Lower *L, Loc loc, const int *in, int nin, const Attr *attrs, int na,
+                     MergeFn merge, Value *out)
+{
+    Value y;
+    L->b.loc = loc;
+    if (!built(L, b_op(&L->b, OP_ATTENTION, in, nin, attrs, na, NULL), &y))
+        return false;
+    *out = v_tensor(0);
+    return merge(L, loc, y.id, &out->id);
+}
+
+/* attention with heads= and kv_heads=: q's heads in kv_heads groups sharing one head of
+ * k and v each (grouped-query attention; kv_heads 1 is multi-query). */
+static bool grouped_attention(Lower *L, Loc loc, const BArgs *a, int64_t heads, int *in, int nin,
+                              const Attr *attrs, int na, Value *out)
+{
+    int64_t groups;
+    if (!want_int(L, a->loc[8], &a->v[8], "kv_heads", &groups))
+        return false;
+    if (groups <= 0 || heads % groups != 0)
+        return fail(L, a->loc[8], "attention: kv_heads must divide heads (%lld), got %lld",
+                    (long long)heads, (long long)groups);
+    for (int i = 0; i < 3; i++)
+        if (!arg_tensor(L, a, i, i == 0 ? "q" : i == 1 ? "k" : "v", &in[i]) ||
+            !split_groups(L, loc, in[i], groups, i == 0 ? heads / groups : 1, &in[i]))
+            return false;
+    if (nin == 4 && !group_bias(L, loc, in[3], groups, heads / groups, &in[3]))
+        return false;
+    return heads_op(L, loc, in, nin, attrs, na, merge_groups, out);
+}
+
 /* [..., H, T, D] -> [..., T, H*D] */
 static bool merge_heads(Lower *L, Loc loc, int y, int *out)
 {
@@ -496,9 +582,9 @@ static bool attention_bias(Lower *L, Loc loc, const BArgs *a, int *bias)
     return *bias >= 0 && err_ok(L->b.err);
 }
 
-/* attention(q, k, v, causal=, scale=, heads=, bias=, mask=): the bias, added to the scaled
- * scores, and the mask, true where a query attends to a key, broadcast to [..., T, S]
- * (with heads: [..., H, T, S]). */
+/* attention(q, k, v, causal=, scale=, heads=, bias=, mask=, kv_heads=): the bias, added
+ * to the scaled scores, and the mask, true where a query attends to a key, broadcast to
+ * [..., T, S] (with heads: [..., H, T, S]); kv_heads groups q's heads over fewer k, v ones. */
 static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
 {
     int bias;
@@ -511,6 +597,8 @@ static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
     for (int i = 0; i < 2; i++)
         if (a->given[3 + i] && !to_attr(L, a->loc[3 + i], "attention", &info->attrs[i], &a->v[3 + i], &attrs[na++]))
             return false;
+    if (!a->given[5] && a->given[8])
+        return fail(L, a->loc[8], "attention: kv_heads needs heads=");
     if (!a->given[5]) {
         Value qkv[4] = {a->v[0], a->v[1], a->v[2], v_tensor(bias)};
         return apply_op(L, loc, OP_ATTENTION, qkv, nin, attrs, na, out);
@@ -521,16 +609,13 @@ static bool bi_attention(Lower *L, Loc loc, const BArgs *a, Value *out)
         return false;
     if (heads <= 0)
         return fail(L, a->loc[5], "heads must be positive, got %lld", (long long)heads);
+    if (a->given[8])
+        return grouped_attention(L, loc, a, heads, in, nin, attrs, na, out);
     for (int i = 0; i < 3; i++)
         if (!arg_tensor(L, a, i, i == 0 ? "q" : i == 1 ? "k" : "v", &in[i]) ||
             !split_heads(L, loc, in[i], heads, &in[i]))
             return false;
-    Value y;
-    L->b.loc = loc;
-    if (!built(L, b_op(&L->b, OP_ATTENTION, in, nin, attrs, na, NULL), &y))
-        return false;
-    *out = v_tensor(0);
-    return merge_heads(L, loc, y.id, &out->id);
+    return heads_op(L, loc, in, nin, attrs, na, merge_heads, out);
 }
 
 static bool bi_split(Lower *L, Loc loc, const BArgs *a, Value *out, int max, int *n)
@@ -711,8 +796,8 @@ static const struct {
     {{"linear", 3, 2, {"x", "w", "b"}}, bi_linear, NULL},
     {{"embedding", 2, 2, {"table", "ids"}}, bi_embedding, NULL},
     {{"mlp", 6, 5, {"x", "w1", "b1", "w2", "b2", "act"}}, bi_mlp, NULL},
-    {{"attention", 8, 3, {"q", "k", "v", "causal", "scale", "heads", "bias", "mask"}}, bi_attention,
-     NULL},
+    {{"attention", 9, 3, {"q", "k", "v", "causal", "scale", "heads", "bias", "mask", "kv_heads"}},
+     bi_attention, NULL},
     {{"split", 3, 2, {"x", "parts", "axis"}}, NULL, bi_split},
     {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
 };

@@ -27,10 +27,11 @@ Graph *lower_program(const Source *p, const FeOptions *o);
 
 /* The builtins that are not plain IR ops (layer forms, typed ops): their parameter
  * names, so sema can check keyword arguments. NULL when name is not one. */
+enum { BI_MAX = 10 }; /* the most parameters a builtin takes (attention's nine) */
 typedef struct BuiltinSig {
     const char *name;
     int nparam, nrequired;
-    const char *param[8];
+    const char *param[BI_MAX];
 } BuiltinSig;
 const BuiltinSig *builtin_sig(const char *name);
 

@@ -229,6 +229,57 @@ static void test_attention_mask_values(void)
                         "true where a query attends to a key (or give an additive bias=)") != NULL);
 }
 
+/* attention(heads=4, kv_heads=2) equals attention(heads=4) with each k, v head repeated
+ * for its two query heads (concat of slices), with a mask too; kv_heads 1 is one k, v head
+ * for all. */
+static void test_grouped_query_values(void)
+{
+    const char *text =
+        "model A(q: f32[1, 3, 8], k: f32[1, 3, 4], v: f32[1, 3, 4], seen: bool[1, 1, 1, 3])\n"
+        "    -> (f32[1, 3, 8], f32[1, 3, 8], f32[1, 3, 8], f32[1, 3, 8]) {\n"
+        "  k0 = slice(k, 2, 0, 2)\n"
+        "  k1 = slice(k, 2, 2, 4)\n"
+        "  v0 = slice(v, 2, 0, 2)\n"
+        "  v1 = slice(v, 2, 2, 4)\n"
+        "  kk = concat(k0, k0, k1, k1, axis=2)\n"
+        "  vv = concat(v0, v0, v1, v1, axis=2)\n"
+        "  g = attention(q, k, v, heads=4, kv_heads=2, causal=true)\n"
+        "  m = attention(q, kk, vv, heads=4, causal=true)\n"
+        "  one = attention(q, k0, v0, heads=4, kv_heads=1, mask=seen)\n"
+        "  all = attention(q, concat(k0, k0, k0, k0, axis=2), concat(v0, v0, v0, v0, axis=2),\n"
+        "                  heads=4, mask=seen)\n"
+        "  return g, m, one, all\n"
+        "}\n";
+    Graph *g = compile_ok(text);
+    if (!g)
+        return;
+    Tensor in[4], out[4];
+    for (int i = 0; i < 3; i++) {
+        double vals[24];
+        for (int j = 0; j < 24; j++)
+            vals[j] = sin(1.0 + i * 24 + j);
+        in[i] = check_tensor(DT_F32, 3, (int64_t[]){1, 3, i ? 4 : 8}, vals);
+    }
+    in[3] = check_tensor(DT_BOOL, 4, (int64_t[]){1, 1, 1, 3}, (double[]){1, 0, 1});
+    if (check_run(g, in, out, NULL)) {
+        for (int pair = 0; pair < 4; pair += 2) {
+            double want[24];
+            for (int j = 0; j < 24; j++)
+                want[j] = check_at(&out[pair + 1], j);
+            CHECK_RESULT(&out[pair], "f32[1,3,8]", want, 24, 1e-6);
+        }
+        tensor_free(&out[1]);
+        tensor_free(&out[3]);
+    }
+    for (int i = 0; i < 4; i++)
+        tensor_free(&in[i]);
+    graph_free(g);
+    Err e = {0};
+    CHECK(compile("model A(q: f32[1, 2, 8]) -> f32[1, 2, 8] {\n"
+                  "  return attention(q, q, q, heads=4, kv_heads=3)\n}\n", NULL, &e) == NULL);
+    CHECK(strstr(e.msg, "test.coil:2:47: error: attention: kv_heads must divide heads (4), got 3") != NULL);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void test_errors_gathered(void)
@@ -259,6 +310,7 @@ int main(void)
     test_linear_values();
     test_multihead_values();
     test_attention_mask_values();
+    test_grouped_query_values();
     test_errors_gathered();
     return check_status();
 }
