@@ -675,13 +675,56 @@ static bool built_id(Lower *L, int id, int *x)
     return true;
 }
 
-/* One axis of x[...]: an integer picks one element (and the axis is dropped after), a
- * slice keeps start:end:step with Python's rules. The IR slices a symbolic axis only whole. */
-static bool index_axis(Lower *L, const Expr *item, int *x, int axis, bool *drop)
+/* Positions of a symbolic axis of size d (known only at run time) as an i64 tensor [n]:
+ * start + step * i, a negative start counted from the end (d + start: the axis's largest
+ * index, max(iota), plus one, plus start). */
+static int symbolic_positions(Lower *L, Dim d, int64_t start, int64_t step, int64_t n)
+{
+    Builder *b = &L->b;
+    Type along = {.dt = DT_I64, .rank = 1, .dim = {dim_static(n)}};
+    int at = b_iota(b, &along, 0);
+    if (step != 1)
+        at = b_binary(b, OP_MUL, at, b_scalar(b, (double)step, DT_I64));
+    int first = start > 0 ? b_scalar(b, (double)start, DT_I64) : -1;
+    if (start < 0) {
+        Type axis = {.dt = DT_I64, .rank = 1, .dim = {d}};
+        first = b_reduce(b, OP_MAX, b_iota(b, &axis, 0), 0, NULL, false);
+        if (start != -1)
+            first = b_binary(b, OP_ADD, first, b_scalar(b, (double)(1 + start), DT_I64));
+    }
+    return start == 0 ? at : b_binary(b, OP_ADD, at, first);
+}
+
+/* x[..., i] or x[..., start:end:step] on a symbolic axis: a gather of positions, which
+ * must lie in the axis at run time (the range checks say so otherwise: the length is
+ * static, so Python's clamping cannot apply). Only static lengths are expressible: an
+ * index, or bounds counted from one end ([:k], [i:j], [-k:], [-k:-j]); [1:] would have
+ * T-1 elements. */
+static bool index_symbolic(Lower *L, const Expr *item, int *x, int axis, const int64_t *v,
+                           const bool *given, bool *drop)
 {
     const Type *t = tensor_type(L, *x);
-    Dim d = t->dim[axis];
     char tb[256];
+    int64_t start = given[0] ? v[0] : 0, n = 1;
+    if (item->kind == E_SLICE) {
+        bool from_end = start < 0;
+        int64_t end = given[1] ? v[1] : 0;
+        if (from_end ? given[1] && end >= 0 : !given[1] || end < 0)
+            return fail(L, item->loc, "axis %d of %s is symbolic: a slice of it needs a static "
+                        "length, bounds counted from one end ([:k], [i:j], [-k:], [-k:-j])",
+                        axis, type_fmt(L->g, t, tb, sizeof tb));
+        n = end > start ? (end - start + v[2] - 1) / v[2] : 0;
+    }
+    *drop = item->kind != E_SLICE;
+    int at = symbolic_positions(L, t->dim[axis], start, v[2], n);
+    return built_id(L, b_gather(&L->b, *x, at, axis), x);
+}
+
+/* One axis of x[...]: an integer picks one element (and the axis is dropped after), a
+ * slice keeps start:end:step with Python's rules; on a symbolic axis both gather. */
+static bool index_axis(Lower *L, const Expr *item, int *x, int axis, bool *drop)
+{
+    Dim d = tensor_type(L, *x)->dim[axis];
     int64_t v[3] = {0, INT64_MAX, 1};
     bool given[3] = {false, false, false};
     const Expr *parts[3] = {item, NULL, NULL};
@@ -697,10 +740,16 @@ static bool index_axis(Lower *L, const Expr *item, int *x, int axis, bool *drop)
             return false;
         given[i] = true;
     }
+    if (v[2] == 0)
+        return fail(L, parts[2]->loc, "a slice's step cannot be 0");
+    if (v[2] < 0)
+        return fail(L, parts[2]->loc, "a slice's step must be positive (the IR's slice has no reversed form)");
+    bool whole = item->kind == E_SLICE && (!given[0] || v[0] == 0) && !given[1] && v[2] == 1;
+    if (whole)
+        return true;
+    if (d.syms)
+        return index_symbolic(L, item, x, axis, v, given, drop);
     if (item->kind != E_SLICE) {
-        if (d.syms)
-            return fail(L, item->loc, "axis %d of %s is symbolic: the IR slices a symbolic axis only whole, so it cannot take an integer index",
-                        axis, type_fmt(L->g, t, tb, sizeof tb));
         int64_t i = v[0] < 0 ? v[0] + d.k : v[0];
         if (i < 0 || i >= d.k)
             return fail(L, item->loc, "index %lld is out of range for axis %d of size %lld (use -%lld to %lld)",
@@ -708,16 +757,6 @@ static bool index_axis(Lower *L, const Expr *item, int *x, int axis, bool *drop)
         *drop = true;
         return built_id(L, b_slice(&L->b, *x, axis, i, i + 1, 1), x);
     }
-    if (v[2] == 0)
-        return fail(L, parts[2]->loc, "a slice's step cannot be 0");
-    if (v[2] < 0)
-        return fail(L, parts[2]->loc, "a slice's step must be positive (the IR's slice has no reversed form)");
-    bool whole = (!given[0] || v[0] == 0) && !given[1] && v[2] == 1;
-    if (whole)
-        return true;
-    if (d.syms)
-        return fail(L, item->loc, "axis %d of %s is symbolic: the IR slices a symbolic axis only whole, as ':'",
-                    axis, type_fmt(L->g, t, tb, sizeof tb));
     return built_id(L, b_slice(&L->b, *x, axis, v[0], given[1] ? v[1] : d.k, v[2]), x);
 }
 

@@ -512,19 +512,35 @@ bool grad_concat(Builder *b, const Node *n, const int *in, int out, int g, int *
 /* An embedding's table gradient: g's rows added into zeros at the indices, gather's
  * adjoint (an index_add: O(N * width), where a one-hot GEMM took N * V * width FLOPs and
  * an N x V buffer, 1.6 GB at GPT-2's vocabulary and B=8, T=1024). autodiff's accumulate
- * turns a tied embedding's two gradients into one index_add into the other's. */
+ * turns a tied embedding's two gradients into one index_add into the other's. Along
+ * another axis a (x[:, -1] of a sequence), the same with that axis moved first: g's index
+ * dims to the front, added into zeros of [x[a], x[:a], x[a+1:]], transposed back. */
 bool grad_gather(Builder *b, const Node *n, const int *in, int out, int g, int *din)
 {
     (void)out;
-    Type table;
-    if (!b_type_of(b, in[0], &table))
+    Type table, idx;
+    int axis;
+    if (!b_type_of(b, in[0], &table) || !b_type_of(b, in[1], &idx) ||
+        !axis_norm(node_int(n, "axis"), table.rank, &axis))
         return false;
-    if (node_int(n, "axis") != 0) {
-        b_fail(b, "autodiff: gather along an axis other than 0 has no gradient rule yet");
-        return false;
-    }
     table.dt = dt_of(b, g);
-    din[0] = b_index_add(b, b_full(b, 0, &table), in[1], g);
+    if (axis == 0) {
+        din[0] = b_index_add(b, b_full(b, 0, &table), in[1], g);
+        return true;
+    }
+    int64_t to_front[COIL_MAX_RANK], back[COIL_MAX_RANK], src_perm[COIL_MAX_RANK];
+    Type moved = {.dt = table.dt, .rank = table.rank};
+    for (int d = 0; d < table.rank; d++) { /* moved axis d is table axis to_front[d] */
+        to_front[d] = d == 0 ? axis : d <= axis ? d - 1 : d;
+        moved.dim[d] = table.dim[to_front[d]];
+        back[to_front[d]] = d;
+    }
+    int gr = table.rank - 1 + idx.rank; /* g: x[:a], idx dims, x[a+1:] */
+    for (int d = 0; d < gr; d++)
+        src_perm[d] = d < idx.rank ? axis + d : d - idx.rank < axis ? d - idx.rank : d;
+    int src = b_transpose(b, g, gr, src_perm);
+    int sum = b_index_add(b, b_full(b, 0, &moved), in[1], src);
+    din[0] = b_transpose(b, sum, table.rank, back);
     return true;
 }
 

@@ -90,6 +90,15 @@ static int b_gat(Builder *b, const int *p, int op)
     return b_gather(b, p[0], b_constant(b, &t, idx), 0);
 }
 
+/* along axis 1 of a [3, 5, 2] table with [2, 2] indices (4 twice) and a scalar one */
+static int b_gat1(Builder *b, const int *p, int op)
+{
+    Type t = type_make(DT_I64, 2, (int64_t[]){2, 2});
+    double idx[4] = {4, 0, 2, 4};
+    int at = op ? b_scalar(b, 3, DT_I64) : b_constant(b, &t, idx);
+    return b_gather(b, p[0], at, 1);
+}
+
 /* index_add's two gradients (base's and src's), rows 4 and 0 hit twice */
 static int b_iadd(Builder *b, const int *p, int op)
 {
@@ -207,6 +216,8 @@ static const Case cases[] = {
     {"concat", 2, {{2, 3}, {2, 2}}, {2, 2}, -2, 2, b_cat, 0},
     {"gather", 1, {{5, 3}}, {2}, -2, 2, b_gat, 0},
     {"index_add", 2, {{5, 3}, {2, 3, 3}}, {2, 3}, -2, 2, b_iadd, 0},
+    {"gather along axis 1", 1, {{3, 5, 2}}, {3}, -2, 2, b_gat1, 0},
+    {"gather along axis 1, a scalar index", 1, {{3, 5, 2}}, {3}, -2, 2, b_gat1, 1},
     {"tied embedding", 1, {{5, 3}}, {2}, -2, 2, b_tied, 0},
     {"softmax", 1, S23, -2, 2, b_comp1, OP_SOFTMAX},
     {"log_softmax", 1, S23, -2, 2, b_comp1, OP_LOG_SOFTMAX},
