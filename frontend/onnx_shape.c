@@ -496,9 +496,11 @@ bool conv_gather_nd(Cv *c)
 }
 
 /* Scatter onto rows: data2[N, R] with updates upd[Q, R] at rows lin[Q], combined by the
- * reduction; each row's updates found by a [Q, N] one-hot. */
+ * reduction: add is an index_add; the others find each row's updates by a [Q, N] one-hot. */
 static int scatter_rows(Cv *c, int data2, int lin, int upd, const char *reduction)
 {
+    if (strcmp(reduction, "add") == 0)
+        return b_index_add(cv_b(c), data2, lin, upd);
     Type dt = cv_type(c, data2), ut = cv_type(c, upd);
     int64_t n = dt.dim[0].k, q = ut.dim[0].k;
     if (q * n > (1 << 24)) {
@@ -535,8 +537,6 @@ static int scatter_rows(Cv *c, int data2, int lin, int upd, const char *reductio
         fill = is_max ? -9.2e18 : 9.2e18;
     int picked = cv_where(c, hot3, u3, cv_scalar(c, fill, dt.dt)); /* [Q, N, R] */
     int s = b_reduce(cv_b(c), is_max ? OP_MAX : is_min ? OP_MIN : OP_SUM, picked, 1, &zero, false);
-    if (strcmp(reduction, "add") == 0)
-        return cv_bin(c, OP_ADD, data2, s);
     if (is_max || is_min)
         s = cv_bin(c, is_max ? OP_MAXIMUM : OP_MINIMUM, data2, s);
     return cv_where(c, covered, s, data2);

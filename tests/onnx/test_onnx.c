@@ -118,6 +118,17 @@ static void kit_attr_ints(Kit *k, const char *name, int n, int64_t *v)
     k->node[k->nnode - 1].n_attribute++;
 }
 
+/* A string attribute on the node made last. */
+static void kit_attr_str(Kit *k, const char *name, const char *v)
+{
+    Onnx__AttributeProto *a = &k->attr[k->nattr];
+    *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    a->name = (char *)name, a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1, a->s.len = strlen(v), a->s.data = (uint8_t *)v;
+    k->attrs[k->nattr++] = a;
+    k->node[k->nnode - 1].n_attribute++;
+}
+
 typedef enum { IN_FLOATS, IN_RAW, IN_EXTERNAL } Storage;
 
 static Onnx__TensorProto *kit_init(Kit *k, const char *name, int elem, int rank,
@@ -387,6 +398,36 @@ static void test_symbolic_reshape(void)
     free(k);
 }
 
+/* ScatterND with reduction add is an index_add: 300 updates (rows 7i mod 70000, each row
+ * hit up to twice) into 70,000 rows, which a [Q, N] one-hot (21M elements) refused. */
+static void test_scatter_add_large(void)
+{
+    enum { N = 70000, Q = 300 };
+    static const char *in[] = {"data", "idx", "upd"};
+    static int64_t ddims[2] = {N, 1}, idims[2] = {Q, 1}, udims[2] = {Q, 1};
+    static int64_t idx[Q];
+    static float upd[Q], x[N], want[N];
+    for (int i = 0; i < Q; i++)
+        idx[i] = (int64_t)i * 7 % 1000, upd[i] = (float)i;
+    for (int i = 0; i < N; i++)
+        x[i] = want[i] = (float)(i % 5);
+    for (int i = 0; i < Q; i++)
+        want[idx[i]] += upd[i];
+    Kit *k = calloc(1, sizeof *k);
+    kit_start(k, "scatter", 18);
+    kit_input(k, "data", 2, ddims, NULL);
+    kit_output(k, "y", 2, ddims, NULL);
+    kit_init(k, "idx", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, idims, idx, sizeof idx, IN_RAW);
+    kit_init(k, "upd", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, udims, upd, sizeof upd, IN_RAW);
+    kit_node(k, "ScatterND", "scatter", 3, in, "y");
+    kit_attr_str(k, "reduction", "add");
+    char path[512];
+    kit_save(k, "scatter.onnx", path, sizeof path);
+    coil_tensor t = f32_tensor(2, ddims, x);
+    check_run(path, &t, want, N, 0);
+    free(k);
+}
+
 /* What torch.onnx writes for x.expand(-1, ...) and torch.arange(batch) on a symbolic batch:
  * Equal and Where over the shape vector [B, 3] (B never equals -1), the shape vector
  * reshaped to its own Shape, and Range to B. y[b, j] = x[b, j] + bias[j] + b. */
@@ -511,6 +552,7 @@ int main(void)
     test_initializers();
     test_symbolic_reshape();
     test_symbolic_expand_and_range();
+    test_scatter_add_large();
     test_errors();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
