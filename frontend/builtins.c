@@ -1,5 +1,6 @@
 /* builtins.c — what a call to a non-block name lowers to: an IR op by name (tensor operands,
  * then attributes by position or keyword), ops typed by their arguments, and the layer forms. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,6 +156,27 @@ static int attr_index(const OpInfo *info, const char *name)
     return -1;
 }
 
+/* A list of tensors given where an op takes any number of operands: each item one of
+ * them (vals grows to hold them). */
+static bool splat_list(Lower *L, Loc loc, const Value *list, Value **vals, int *nargs, int *nin)
+{
+    Value *grown = arena_alloc(L->arena, sizeof *grown * (size_t)(*nargs + list->n + 1));
+    if (!grown)
+        return fail(L, loc, "out of memory");
+    memcpy(grown, *vals, sizeof *grown * (size_t)*nin);
+    for (int i = 0; i < list->n; i++) {
+        if (list->items[i].kind != V_TENSOR) {
+            char d[300];
+            return fail(L, loc, "item %d of this list is %s; an op's operands must be tensors", i,
+                        v_describe(L, &list->items[i], d, sizeof d));
+        }
+        grown[(*nin)++] = list->items[i];
+    }
+    *vals = grown;
+    *nargs += list->n;
+    return true;
+}
+
 bool call_ir_op(Lower *L, int op, const Expr *call, Value *out)
 {
     const OpInfo *info = &op_info[op];
@@ -162,7 +184,7 @@ bool call_ir_op(Lower *L, int op, const Expr *call, Value *out)
         return fail(L, call->loc, "'%s' cannot be called here", info->name);
     int nargs = list_len(call->args), nin = 0, npos = 0;
     Value *vals = arena_alloc(L->arena, sizeof *vals * (size_t)(nargs ? nargs : 1));
-    int max_in = info->nin_max < 0 ? nargs : info->nin_max;
+    int max_in = info->nin_max < 0 ? INT_MAX : info->nin_max; /* lists may splat */
     Attr attrs[16];
     bool set[16] = {false};
     int next_attr = 0;
@@ -170,6 +192,12 @@ bool call_ir_op(Lower *L, int op, const Expr *call, Value *out)
         Value v;
         if (!eval_expr(L, a->value, &v))
             return false;
+        if (!a->kw && npos == nin && info->nin_max < 0 && v.kind == V_LIST) { /* concat(xs) */
+            if (!splat_list(L, a->loc, &v, &vals, &nargs, &nin))
+                return false;
+            npos = nin;
+            continue;
+        }
         bool operand = !a->kw && npos == nin && nin < max_in &&
                        (v.kind == V_TENSOR || ((info->flags & OPF_POINTWISE) && (v_is_number(&v) || v.kind == V_BOOL)));
         if (operand) {
@@ -188,7 +216,8 @@ bool call_ir_op(Lower *L, int op, const Expr *call, Value *out)
             if (a->kw)
                 return fail(L, a->loc, "op '%s' has no attribute '%s'", info->name, a->kw);
             return fail(L, a->loc, "op '%s' takes %d operand%s and %d attribute%s; this argument is one too many",
-                        info->name, max_in, max_in == 1 ? "" : "s", info->nattr, info->nattr == 1 ? "" : "s");
+                        info->name, max_in == INT_MAX ? nin : max_in, max_in == 1 ? "" : "s", info->nattr,
+                        info->nattr == 1 ? "" : "s");
         }
         if (set[k])
             return fail(L, a->loc, "attribute '%s' given twice", info->attrs[k].name);

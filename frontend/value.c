@@ -269,9 +269,25 @@ static bool fold_dim(Lower *L, Loc loc, int op, Dim a, Dim b, Value *out)
                 dim_fmt(L->g, a, x, sizeof x), binop_text(op), dim_fmt(L->g, b, y, sizeof y));
 }
 
+/* a + b of two lists: their items in order, a new list (how a loop builds one:
+ * `xs = xs + [h]` in a repeat). */
+static bool join_lists(Lower *L, const Value *a, const Value *b, Value *out)
+{
+    int n = a->n + b->n;
+    Value *items = arena_alloc(L->arena, sizeof *items * (size_t)(n ? n : 1));
+    if (!items)
+        return false;
+    for (int i = 0; i < n; i++)
+        items[i] = i < a->n ? a->items[i] : b->items[i - a->n];
+    *out = (Value){.kind = V_LIST, .n = n, .items = items};
+    return true;
+}
+
 bool fold_binary(Lower *L, Loc loc, int op, const Value *a, const Value *b, Value *out)
 {
     char x[300], y[300];
+    if (op == B_ADD && a->kind == V_LIST && b->kind == V_LIST)
+        return join_lists(L, a, b, out);
     if (op == B_MATMUL)
         return fail(L, loc, "'@' needs two tensors, got %s and %s", v_describe(L, a, x, sizeof x),
                     v_describe(L, b, y, sizeof y));
