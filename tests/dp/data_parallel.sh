@@ -43,7 +43,8 @@ gpt="$root/examples/gpt2.coil --set layers=2 --set heads=4 --set hidden=64 --set
      --set context=32 --dim T=32 --loss cross_entropy --data /usr/share/common-licenses/GPL-3
      --seed 5 --threads 1 --json --log-every 1 --steps 10 --lr 3e-3 --set dropout_p=0"
 $coil train $gpt --dim B=8 > "$tmp/gpt1.json"
-$coil launch --nproc 2 -- $coil train $gpt --dim B=4 | sed -n 's/^\[rank 0\] //p' > "$tmp/gpt2.json"
+launch "$tmp/gpt2.out" --nproc 2 -- $coil train $gpt --dim B=4
+rank0 "$tmp/gpt2.out" > "$tmp/gpt2.json"
 same "$tmp/gpt1.json" "$tmp/gpt2.json"
 
 echo "== with --accum 2"
@@ -102,7 +103,7 @@ echo "== coil launch --max-restarts: a rank killed mid-run, the job restarted fr
 long="$root/examples/mlp.coil --set hidden=256 --set layers=4 --set classes=10 --set dropout_p=0
       --loss cross_entropy --synthetic --seed 3 --threads 1 --dim B=8 --steps 300 --save-every 10
       --log-every 1000 --optimizer sgd --lr 0.05"
-$coil launch --nproc 2 -- $coil train $long --save "$tmp/whole" > /dev/null 2>&1
+launch "$tmp/whole.out" --nproc 2 -- $coil train $long --save "$tmp/whole"
 # rank 1 of the first attempt dies as soon as a checkpoint exists
 $coil launch --nproc 2 --max-restarts 2 -- sh -c 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] &&
     [ "$RANK" = 1 ]; then (while [ ! -e "$1/checkpoint.safetensors" ]; do sleep 0.02; done;

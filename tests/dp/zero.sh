@@ -63,8 +63,9 @@ big="$root/examples/mlp.coil --set hidden=1024 --set layers=4 --set classes=100 
      --loss cross_entropy --dim B=16"
 for stage in 0 1 2; do
     $coil plan $big --world 2 --zero $stage --accum 2 > "$tmp/plan$stage.txt"
-    $coil launch --nproc 2 -- $coil train $big --synthetic --threads 1 --json --steps 2 \
-        --accum 2 --zero $stage | sed -n 's/^\[rank 0\] //p' > "$tmp/mem$stage.json"
+    launch "$tmp/mem$stage.out" --nproc 2 -- $coil train $big --synthetic --threads 1 --json \
+        --steps 2 --accum 2 --zero $stage
+    rank0 "$tmp/mem$stage.out" > "$tmp/mem$stage.json"
     python3 - "$tmp/plan$stage.txt" "$tmp/mem$stage.json" "$stage" <<'PY'
 import json, re, sys
 plan, run, stage = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
