@@ -11,7 +11,8 @@
 
 static const char *const kind_name[FUSE_KIND_COUNT] = {"pointwise", "row", "gemm", "attention",
                                                        "scatter"};
-static const char *const kind_fill[] = {"white", "lightcyan", "khaki", "plum"};
+static const char *const kind_fill[FUSE_KIND_COUNT] = {"white", "lightcyan", "khaki", "plum",
+                                                       "palegreen"};
 
 /* What the picture of a plan needs per group: its block, its kernel's name, its members
  * in node order. */

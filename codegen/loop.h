@@ -86,8 +86,8 @@ typedef struct Lx {
 typedef enum LStmtKind {
     ST_STORE,  /* buffer `buf` at i64 expression `index` = value (converted to its dtype),
                   or with `add`, += value (an index_add's scatter: the element read, value
-                  added in the buffer's dtype, stored; lowering adds f16 and bf16 in an f32
-                  buffer, rounded once after). Points of a kernel that adds may
+                  added in the buffer's dtype, stored; never into f16 or bf16: lowering adds
+                  those in an f32 buffer, rounded once after). Points of a kernel that adds may
                   meet at one element, in any order: a backend makes the adds safe (the
                   CPU runs such a kernel on one thread, CUDA adds atomically) */
     ST_REDUCE, /* acc = combine(acc, value) over the inner space: `op` OP_SUM (starts at

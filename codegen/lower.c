@@ -442,12 +442,6 @@ static bool gemm_step(Lower *L, int grp)
     return add_group_step(L, st, grp, epi);
 }
 
-static bool scatter_step(Lower *L, int grp)
-{
-    int k = lower_scatter(L, grp);
-    return k >= 0 && add_group_step(L, (Step){.kind = STEP_KERNEL, .kernel = k}, grp, -1);
-}
-
 static bool kernel_step(Lower *L, int grp)
 {
     KernelCtx ctx = {L->p->nstep, {-1, -1}, -1, false};
@@ -648,7 +642,7 @@ static bool lower_steps(Lower *L, const Guards *gd)
         bool ok = range_steps(L, gd, grp);
         ok = (kind == FUSE_GEMM ? matmul_step(L, grp)
               : kind == FUSE_ATTENTION ? attention_step(L, grp)
-              : kind == FUSE_SCATTER   ? scatter_step(L, grp)
+              : kind == FUSE_SCATTER   ? lower_scatter(L, grp)
                                        : kernel_step(L, grp)) && ok;
         if (!ok && !(L->nretry && err_ok(L->e)))
             return false; /* with retries asked for, go on: collect them all in one pass */

@@ -117,11 +117,10 @@ bool lower_group_step(Lower *L, Step s, int grp);
  * into its base's buffer (else the base is copied first); how many steps come before
  * the group's own (the copy, or for f16/bf16 the copy into f32 and the adds); base values
  * returned by an index_add stored straight into its output buffer (before any group is
- * lowered); the group's steps before its own, then its kernel, whose index it returns
- * (-1 on failure). */
+ * lowered); the group's steps, its own last. */
 bool scatter_in_place(const Lower *L, int id);
 int scatter_steps_before(const Lower *L, int grp);
 void scatter_outputs(Lower *L);
-int lower_scatter(Lower *L, int grp);
+bool lower_scatter(Lower *L, int grp);
 
 #endif

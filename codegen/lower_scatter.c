@@ -164,19 +164,15 @@ static int lower_half(Lower *L, int grp, int id)
     return ok ? whole_kernel(L, grp, id, -1, acc, PENDING_BUF(id), "index_add_round") : -1;
 }
 
-int lower_scatter(Lower *L, int grp)
+bool lower_scatter(Lower *L, int grp)
 {
     int n;
-    int id = lower_members(L, grp, &n)[0];
+    int id = lower_members(L, grp, &n)[0], base = L->g->node[id].in[0];
     if (is_half(L->g->node[id].type.dt))
-        return lower_half(L, grp, id);
-    if (scatter_in_place(L, id)) {
-        if (!take_base(L, id))
-            return -1;
-    } else {
-        int base = L->g->node[id].in[0];
-        if (!step_of_kernel(L, whole_kernel(L, grp, id, base, -1, PENDING_BUF(id), "index_add_base"), grp))
-            return -1;
-    }
-    return add_kernel(L, grp, id, L->node_buf[id]);
+        return step_of_kernel(L, lower_half(L, grp, id), grp);
+    bool ready = scatter_in_place(L, id)
+                     ? take_base(L, id)
+                     : step_of_kernel(L, whole_kernel(L, grp, id, base, -1, PENDING_BUF(id),
+                                                      "index_add_base"), grp);
+    return ready && step_of_kernel(L, add_kernel(L, grp, id, L->node_buf[id]), grp);
 }

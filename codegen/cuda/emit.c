@@ -268,22 +268,18 @@ static void put_acc_init(Emit *em, int i, const LStmt *s)
     put(em, "    %s s%d = %s;\n", acc_type(s), i, init);
 }
 
-/* A store with add: atomic (device_helpers.c), the value in its register type. */
+/* A store with add: atomic (device_helpers.c), the value in its register type; never
+ * of f16 or bf16 (loop.h). */
 static void put_add(Emit *em, const LStmt *s)
 {
-    static const struct {
-        const char *fn;
-        int width, kind; /* coil_add_narrow's */
-    } add[DT_COUNT] = {
-        [DT_F32] = {"coil_add_f32"}, [DT_I32] = {"coil_add_i32"}, [DT_I64] = {"coil_add_i64"},
-        [DT_F16] = {NULL, 2, 0},     [DT_BF16] = {NULL, 2, 1},    [DT_I8] = {NULL, 1, 2},
-        [DT_BOOL] = {NULL, 1, 3}};
+    static const char *const add[DT_COUNT] = {
+        [DT_F32] = "coil_add_f32", [DT_I32] = "coil_add_i32", [DT_I64] = "coil_add_i64"};
     DType dt = em->p->buf[s->buf].dt;
-    if (add[dt].fn)
-        put(em, "      %s(&b%d[e%d], e%d);\n", add[dt].fn, s->buf, s->index, s->value);
+    if (add[dt])
+        put(em, "      %s(&b%d[e%d], e%d);\n", add[dt], s->buf, s->index, s->value);
     else
-        put(em, "      coil_add_narrow(&b%d[e%d], %d, %d, (float)e%d);\n", s->buf, s->index,
-            add[dt].width, add[dt].kind, s->value);
+        put(em, "      coil_add_byte(&b%d[e%d], %s, (int)e%d);\n", s->buf, s->index,
+            dt == DT_BOOL ? "true" : "false", s->value);
 }
 
 static void emit_stmt(Emit *em, int i)

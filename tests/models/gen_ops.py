@@ -827,6 +827,11 @@ def scatter_cases():
     single("index_add_bf16", "index_add", [("b", "bf16", abs(randn(4, 8)) + 0.5),
                                            ("i", "i64", [3, 1, 3, 0, 2]),
                                            ("s", "bf16", abs(randn(5, 8)) + 0.5)], "bf16", index_add_np)
+    # i8 wraps (120 + 10), bool adds as or: the byte-wide adds
+    single("index_add_i8", "index_add", [("b", "i8", [[120, -3], [5, 7]]), ("i", "i64", [0, 1, 0]),
+                                         ("s", "i8", [[4, 1], [-2, 2], [6, 1]])], "i8", index_add_np)
+    single("index_add_bool", "index_add", [("b", "bool", [[0, 1], [0, 0], [0, 0]]), ("i", "i32", [1, 1, 0]),
+                                           ("s", "bool", [[1, 0], [1, 0], [0, 0]])], "bool", index_add_np)
     single("index_add_i64", "index_add", [("b", "i64", [[1, -2], [3, 4], [5, 6]]), ("i", "i8", [2, 0, 2]),
                                           ("s", "i64", [[10, 20], [-30, 40], [50, 60]])], "i64",
            index_add_np)
