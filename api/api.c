@@ -124,6 +124,7 @@ static void info_fill(Graph *g, coil_info *in, const char *name, const Type *t, 
         in->dim[d] = arena_strdup(g->arena, dim_fmt(g, t->dim[d], buf, sizeof buf));
     }
     in->init = init;
+    in->buffer = false;
 }
 
 static void signature_fill(coil_model *m)
@@ -146,6 +147,7 @@ static void signature_fill(coil_model *m)
     for (int i = 0; i < np; i++) {
         const Node *n = &g->node[m->param_id[i]];
         info_fill(g, &m->info[COIL_PARAM][i], node_name(n), &n->type, node_str(n, "init"));
+        m->info[COIL_PARAM][i].buffer = param_is_buffer(n);
     }
 }
 

@@ -95,6 +95,7 @@ typedef struct Stmt {
     int depth;         /* statement nesting depth */
     Name *names;       /* S_ASSIGN targets; S_PARAM name; S_REPEAT loop variable (or NULL) */
     TypeExpr *type;    /* S_PARAM */
+    bool buffer;       /* S_PARAM: a buffer (kept, not trained) */
     Expr *value;       /* S_PARAM init, S_ASSIGN rhs, S_REPEAT count, S_IF condition */
     Expr *values;      /* S_RETURN list */
     struct Stmt *body; /* S_REPEAT, S_IF then */

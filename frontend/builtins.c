@@ -692,6 +692,129 @@ static bool bi_dropout(Lower *L, Loc loc, const BArgs *a, Value *out)
     return built(L, b_op(&L->b, OP_DROPOUT, &x, 1, attrs, 3, NULL), out);
 }
 
+/* ---------------------------------------------------------------- batch norm */
+
+/* v[C] as [1, C, 1, ...] beside a tensor of rank `rank` and dtype dt. */
+static int per_channel(Builder *b, int v, int rank, DType dt)
+{
+    Type t = b->g->node[v].type, r = {.dt = dt, .rank = rank};
+    for (int i = 0; i < rank; i++)
+        r.dim[i] = i == 1 ? t.dim[0] : dim_static(1);
+    return b_reshape(b, t.dt == dt ? v : b_cast(b, v, dt), &r);
+}
+
+/* The elements of x per channel (every axis but 1) as a scalar of x's dtype: static axes
+ * folded, a symbolic one's length as max(iota) + 1. */
+static int per_channel_count(Builder *b, int x)
+{
+    Type t = b->g->node[x].type;
+    double k = 1;
+    int n = b_scalar(b, 1, t.dt);
+    for (int i = 0; i < t.rank; i++) {
+        if (i == 1 || dim_is_static(t.dim[i])) {
+            k *= i == 1 ? 1 : (double)t.dim[i].k;
+            continue;
+        }
+        Type axis = {.dt = t.dt, .rank = 1, .dim = {t.dim[i]}};
+        int last = b_reduce(b, OP_MAX, b_iota(b, &axis, 0), 0, NULL, false);
+        n = b_binary(b, OP_MUL, n, b_binary(b, OP_ADD, last, b_scalar(b, 1, t.dt)));
+    }
+    return b_binary(b, OP_MUL, n, b_scalar(b, k, t.dt));
+}
+
+/* running * (1 - m) + batch * m, batch [1, C, 1...] in the running statistic's shape and
+ * dtype (PyTorch's update). */
+static int running_update(Builder *b, int running, int batch, double m)
+{
+    Type r = b->g->node[running].type;
+    int v = b_reshape(b, batch, &(Type){.dt = b->g->node[batch].type.dt, .rank = 1, .dim = {r.dim[0]}});
+    v = b->g->node[v].type.dt == r.dt ? v : b_cast(b, v, r.dt);
+    return b_binary(b, OP_ADD, b_binary(b, OP_MUL, running, b_scalar(b, 1 - m, r.dt)),
+                    b_binary(b, OP_MUL, v, b_scalar(b, m, r.dt)));
+}
+
+/* Training: x normalised by its batch's statistics over every axis but the channels
+ * (variance biased), the running ones updated with the unbiased variance, as PyTorch's
+ * F.batch_norm(training=True); both must be buffers. Returns x - mean over the deviation. */
+static int batch_statistics(Lower *L, Loc loc, int x, int mean, int var, double m, double eps)
+{
+    Builder *b = &L->b;
+    Type t = b->g->node[x].type;
+    int64_t axes[COIL_MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < t.rank; i++)
+        if (i != 1)
+            axes[n++] = i;
+    int bm = b_reduce(b, OP_MEAN, x, n, axes, true), d = b_binary(b, OP_SUB, x, bm);
+    int bv = b_reduce(b, OP_MEAN, b_binary(b, OP_MUL, d, d), n, axes, true);
+    int count = per_channel_count(b, x);
+    int unbiased = b_binary(b, OP_DIV, b_binary(b, OP_MUL, bv, count),
+                            b_binary(b, OP_SUB, count, b_scalar(b, 1, t.dt)));
+    int y = b_binary(b, OP_MUL, d, b_unary(b, OP_RSQRT, b_binary(b, OP_ADD, bv, b_scalar(b, eps, t.dt))));
+    if (y < 0 || !record_buffer_update(L, loc, mean, running_update(b, mean, bm, m)) ||
+        !record_buffer_update(L, loc, var, running_update(b, var, unbiased, m)))
+        return -1;
+    return y;
+}
+
+/* Each statistic a buffer of shape [C] (training updates them), weight and bias [C]. */
+static bool batch_norm_args(Lower *L, const BArgs *a, int x, const int *per, bool training)
+{
+    static const char *const names[] = {"running_mean", "running_var", "weight", "bias"};
+    const Type *t = tensor_type(L, x);
+    char tb[256], pb[256];
+    if (!dtype_info[t->dt].is_float || t->rank < 2 || !dim_is_static(t->dim[1]))
+        return fail(L, a->loc[0], "batch_norm: x must be float [N, C, ...] with a static channel "
+                    "axis, got %s", type_fmt(L->g, t, tb, sizeof tb));
+    for (int i = 0; i < 4; i++) {
+        if (per[i] < 0)
+            continue;
+        const Node *n = &L->g->node[per[i]];
+        if (n->type.rank != 1 || n->type.dim[0].k != t->dim[1].k || !dim_is_static(n->type.dim[0]) ||
+            !dtype_info[n->type.dt].is_float)
+            return fail(L, a->loc[1 + i], "batch_norm: %s must be float [%lld] for x %s, got %s",
+                        names[i], (long long)t->dim[1].k, type_fmt(L->g, t, tb, sizeof tb),
+                        type_fmt(L->g, &n->type, pb, sizeof pb));
+        if (training && i < 2 && !param_is_buffer(n))
+            return fail(L, a->loc[1 + i], "batch_norm: in training %s is updated, so it must be a "
+                        "buffer (`buffer %s: f32[C] = %s`)", names[i], names[i], i ? "ones" : "zeros");
+    }
+    return true;
+}
+
+/* batch_norm(x, running_mean, running_var, weight, bias, momentum=0.1, eps=1e-5):
+ * PyTorch's F.batch_norm, its `training` the model's mode. */
+static bool bi_batch_norm(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x, per[4] = {-1, -1, -1, -1};
+    double m = 0.1, eps = 1e-5;
+    bool ok = arg_tensor(L, a, 0, "x", &x) && arg_tensor(L, a, 1, "running_mean", &per[0]) &&
+              arg_tensor(L, a, 2, "running_var", &per[1]) &&
+              (!a->given[3] || arg_tensor(L, a, 3, "weight", &per[2])) &&
+              (!a->given[4] || arg_tensor(L, a, 4, "bias", &per[3])) &&
+              (!a->given[5] || want_number(L, a->loc[5], &a->v[5], "batch_norm momentum", &m)) &&
+              (!a->given[6] || want_number(L, a->loc[6], &a->v[6], "batch_norm eps", &eps));
+    if (!ok || !batch_norm_args(L, a, x, per, L->o->training))
+        return false;
+    if (!(m >= 0 && m <= 1) || !(eps > 0))
+        return fail(L, a->loc[m >= 0 && m <= 1 ? 6 : 5], "batch_norm: momentum must be in [0, 1] "
+                    "and eps positive, got %g and %g", m, eps);
+    Builder *b = &L->b;
+    Type t = *tensor_type(L, x);
+    int y;
+    if (L->o->training)
+        y = batch_statistics(L, loc, x, per[0], per[1], m, eps);
+    else
+        y = b_binary(b, OP_MUL, b_binary(b, OP_SUB, x, per_channel(b, per[0], t.rank, t.dt)),
+                     b_unary(b, OP_RSQRT, b_binary(b, OP_ADD, per_channel(b, per[1], t.rank, t.dt),
+                                                   b_scalar(b, eps, t.dt))));
+    if (y >= 0 && per[2] >= 0)
+        y = b_binary(b, OP_MUL, y, per_channel(b, per[2], t.rank, t.dt));
+    if (y >= 0 && per[3] >= 0)
+        y = b_binary(b, OP_ADD, y, per_channel(b, per[3], t.rank, t.dt));
+    return L->failed ? false : built(L, y, out);
+}
+
 /* ---------------------------------------------------------------- indexing */
 
 /* built() for a node the caller goes on working on. */
@@ -868,6 +991,8 @@ static const struct {
      bi_attention, NULL},
     {{"split", 3, 2, {"x", "parts", "axis"}}, NULL, bi_split},
     {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
+    {{"batch_norm", 7, 3, {"x", "running_mean", "running_var", "weight", "bias", "momentum", "eps"}},
+     bi_batch_norm, NULL},
 };
 
 enum { NBUILTIN = sizeof builtins / sizeof builtins[0] };

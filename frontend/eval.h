@@ -49,6 +49,8 @@ typedef struct Lower {
     long steps;
     int ndropout;
     bool failed;
+    struct BufferUpdate { int buffer, value; Loc loc; } *update; /* training: the buffers' */
+    int nupdate, cap_update;                                       /* new values (outputs) */
 } Lower;
 
 /* Where to point for something at loc: inside prelude blocks, the user's call site. */
@@ -92,6 +94,10 @@ bool lower_index(Lower *L, const Expr *e, Value *out);
 /* Apply an IR op (by code) to evaluated operands; numbers are lifted or folded. */
 bool apply_op(Lower *L, Loc loc, int op, const Value *args, int nargs, const Attr *attrs,
               int nattr, Value *out);
+
+/* A buffer's new value in training, the model's output "update.<buffer>" (to_graph.c);
+ * a second update of the same buffer is an error at loc. */
+bool record_buffer_update(Lower *L, Loc loc, int buffer, int value);
 
 /* builtins.c: IR ops by name and the builtin forms; false with a diagnostic. */
 bool call_builtin(Lower *L, const Expr *call, Value *out, int max, int *n);

@@ -20,6 +20,8 @@ static Expr *number_int(ParseCtx *ctx, int64_t v, Loc loc);
 static Stmt *stmt_checked(ParseCtx *ctx, Stmt *s);
 static void depth_check(ParseCtx *ctx, Expr *e);
 static Param *new_param(ParseCtx *ctx, const char *name, TypeExpr *type, Expr *def, Loc loc);
+static Stmt *param_stmt(ParseCtx *ctx, bool buffer, const char *name, Loc at, TypeExpr *type,
+                        Expr *init);
 static LabelPart *new_label_part(ParseCtx *ctx, const char *name, Expr *index, Loc loc);
 static LabelPart *label_from_index(ParseCtx *ctx, const Expr *e);
 static Expr *new_index(ParseCtx *ctx, Expr *x, Expr *items, Loc loc);
@@ -58,7 +60,7 @@ static void add_item(ParseCtx *ctx, Item *it);
 %token <f> FLOAT "float"
 %token <dt> DTYPE "dtype"
 /* keywords carry their text too: a label may use them (label_word) */
-%token <str> CONFIG "config" BLOCK "block" MODEL "model" PARAM "param" RETURN "return"
+%token <str> CONFIG "config" BLOCK "block" MODEL "model" PARAM "param" BUFFER "buffer" RETURN "return"
 %token <str> REPEAT "repeat" AS "as" IF "if" ELSE "else" INCLUDE "include"
 %token TRUE "true" FALSE "false"
 %token <str> KW_INT "int" KW_FLOAT "float type"
@@ -219,14 +221,8 @@ stmts
     ;
 
 stmt
-    : PARAM IDENT ':' ptype '=' expr {
-          $$ = ast_stmt(ctx, S_PARAM, LOC(@2));
-          $$->names = ast_new(ctx, sizeof(Name));
-          *$$->names = (Name){.s = $2, .loc = LOC(@2)};
-          $$->type = $4;
-          $$->value = $6;
-          depth_check(ctx, $6);
-      }
+    : PARAM IDENT ':' ptype '=' expr { $$ = param_stmt(ctx, false, $2, LOC(@2), $4, $6); }
+    | BUFFER IDENT ':' ptype '=' expr { $$ = param_stmt(ctx, true, $2, LOC(@2), $4, $6); }
     | targets '=' expr {
           $$ = ast_stmt(ctx, S_ASSIGN, LOC(@1));
           $$->names = $1.head;
@@ -392,7 +388,7 @@ label_index
     ;
 first_word : IDENT | MODEL ;
 label_word
-    : IDENT | CONFIG | BLOCK | MODEL | PARAM | RETURN | REPEAT | AS | IF | ELSE | INCLUDE
+    : IDENT | CONFIG | BLOCK | MODEL | PARAM | BUFFER | RETURN | REPEAT | AS | IF | ELSE | INCLUDE
     | KW_INT | KW_FLOAT
     ;
 
@@ -458,6 +454,18 @@ static LabelPart *new_label_part(ParseCtx *ctx, const char *name, Expr *index, L
     LabelPart *p = ast_new(ctx, sizeof(LabelPart));
     *p = (LabelPart){.name = name, .index = index, .loc = loc};
     return p;
+}
+
+/* `param NAME: TYPE = INIT`, or `buffer ...` (kept, not trained). */
+static Stmt *param_stmt(ParseCtx *ctx, bool buffer, const char *name, Loc at, TypeExpr *type,
+                        Expr *init)
+{
+    Stmt *st = ast_stmt(ctx, S_PARAM, at);
+    st->names = ast_new(ctx, sizeof(Name));
+    *st->names = (Name){.s = name, .loc = at};
+    st->type = type, st->value = init, st->buffer = buffer;
+    depth_check(ctx, init);
+    return st;
 }
 
 static Param *new_param(ParseCtx *ctx, const char *name, TypeExpr *type, Expr *def, Loc loc)

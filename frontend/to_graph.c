@@ -315,7 +315,8 @@ static bool exec_param(Lower *L, const Stmt *st)
     namemap_put(&L->params, name, at);
     L->b.loc = st->loc;
     Value v;
-    if (!built(L, b_param(&L->b, name, &t, init), &v))
+    int id = st->buffer ? b_buffer(&L->b, name, &t, init) : b_param(&L->b, name, &t, init);
+    if (!built(L, id, &v))
         return false;
     bind(L, L->frame, local, v);
     return true;
@@ -639,6 +640,40 @@ static bool input_type(Lower *L, const Param *p, Type *t)
     return true;
 }
 
+bool record_buffer_update(Lower *L, Loc loc, int buffer, int value)
+{
+    const char *name = node_name(&L->g->node[buffer]);
+    for (int i = 0; i < L->nupdate; i++)
+        if (L->update[i].buffer == buffer)
+            return fail(L, loc, "buffer '%s' is updated twice in training (first at %s:%d:%d); "
+                        "give each normalisation its own buffers", name, L->update[i].loc.file,
+                        L->update[i].loc.line, L->update[i].loc.col);
+    if (L->nupdate == L->cap_update) {
+        int cap = L->cap_update ? 2 * L->cap_update : 16;
+        struct BufferUpdate *u = realloc(L->update, (size_t)cap * sizeof *u);
+        if (!u)
+            return fail(L, loc, "out of memory");
+        L->update = u, L->cap_update = cap;
+    }
+    L->update[L->nupdate++] = (struct BufferUpdate){buffer, value, user_loc(L, loc)};
+    return true;
+}
+
+/* After the model's outputs, "update.<buffer>" for each buffer updated (training). */
+static bool output_buffer_updates(Lower *L)
+{
+    for (int i = 0; i < L->nupdate; i++) {
+        const char *buffer = node_name(&L->g->node[L->update[i].buffer]);
+        size_t len = strlen(buffer) + 8;
+        char *name = arena_alloc(L->arena, len);
+        snprintf(name, len, "update.%s", buffer);
+        L->b.loc = L->update[i].loc;
+        if (b_output(&L->b, L->update[i].value, name) < 0)
+            return false;
+    }
+    return true;
+}
+
 static bool lower_model(Lower *L, const Item *m)
 {
     Frame f = {.item = m, .prefix = ""};
@@ -660,6 +695,7 @@ static bool lower_model(Lower *L, const Item *m)
         ok = want_tensor(L, m->loc, &f.ret[i], "a model output", &id) &&
              b_output(&L->b, id, r ? r->name : NULL) >= 0;
     }
+    ok = ok && output_buffer_updates(L);
     namemap_free(&f.names);
     L->frame = NULL;
     return ok;
@@ -674,6 +710,7 @@ Graph *lower_program(const Source *p, const FeOptions *o)
     bool ok = eval_config(&L) && lower_model(&L, p->model);
     namemap_free(&L.config);
     namemap_free(&L.params);
+    free(L.update);
     arena_free(L.arena);
     if (!ok || L.failed) {
         if (!L.failed)

@@ -96,6 +96,21 @@ const char *node_name(const Node *n)
     return node_str(n, "name");
 }
 
+bool param_is_buffer(const Node *n)
+{
+    return n->op == OP_PARAM && node_int(n, "buffer");
+}
+
+int graph_buffer_update(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->noutput; i++) {
+        const char *o = g->output_name[i];
+        if (strncmp(o, "update.", 7) == 0 && strcmp(o + 7, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
 int graph_params(const Graph *g, int *ids)
 {
     int k = 0;
@@ -290,6 +305,12 @@ int b_param(Builder *b, const char *name, const Type *t, const char *init)
 {
     Attr a[2] = {attr_str("name", name), attr_str("init", init)};
     return b_op(b, OP_PARAM, NULL, 0, a, init ? 2 : 1, t);
+}
+
+int b_buffer(Builder *b, const char *name, const Type *t, const char *init)
+{
+    Attr a[3] = {attr_str("name", name), attr_bool("buffer", true), attr_str("init", init)};
+    return b_op(b, OP_PARAM, NULL, 0, a, init ? 3 : 2, t);
 }
 
 int b_output(Builder *b, int value, const char *name)

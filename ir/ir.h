@@ -284,6 +284,11 @@ const char *node_str(const Node *n, const char *name);
 int graph_params(const Graph *g, int *ids);
 /* The name of an input or param node. */
 const char *node_name(const Node *n);
+/* A param the model keeps but does not train (its `buffer` attribute): no gradient; a
+ * training step sets it to the model's output "update.<name>" where there is one. */
+bool param_is_buffer(const Node *n);
+/* The output that updates buffer `name` in training ("update.<name>"), or -1. */
+int graph_buffer_update(const Graph *g, const char *name);
 
 /* ---------------------------------------------------------------- builder */
 
@@ -302,6 +307,7 @@ Builder builder_make(Graph *g, Err *err);
 int b_op(Builder *b, int op, const int *in, int nin, const Attr *attrs, int nattr, const Type *declared);
 int b_input(Builder *b, const char *name, const Type *t);
 int b_param(Builder *b, const char *name, const Type *t, const char *init);
+int b_buffer(Builder *b, const char *name, const Type *t, const char *init);
 int b_output(Builder *b, int value, const char *name); /* name NULL: "out<i>" */
 
 int b_unary(Builder *b, int op, int x);

@@ -9,7 +9,10 @@
 #define NONE NULL, 0
 
 static const AttrSpec a_input[] = {{"name", AK_STR, true, 0}};
-static const AttrSpec a_param[] = {{"name", AK_STR, true, 0}, {"init", AK_STR, false, 0}};
+/* buffer: a tensor the model keeps but does not train (batch norm's running statistics):
+ * no gradient; a training step sets it to the model's output "update.<name>" */
+static const AttrSpec a_param[] = {
+    {"name", AK_STR, true, 0}, {"init", AK_STR, false, 0}, {"buffer", AK_BOOL, false, 0}};
 static const AttrSpec a_constant[] = {{"value", AK_DATA, true, 0}};
 static const AttrSpec a_full[] = {{"value", AK_FLOAT, true, 0}};
 static const AttrSpec a_iota[] = {{"axis", AK_INT, false, 0}};

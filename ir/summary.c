@@ -82,13 +82,13 @@ bool graph_flops(const Graph *g, const SymBind *sb, double *flops, Err *e)
 
 /* ---------------------------------------------------------------- parameters */
 
-ParamStats param_stats(const Graph *g)
+ParamStats param_stats(const Graph *g, bool buffers)
 {
     ParamStats st = {0};
     for (int i = 0; i < g->nnode; i++) {
         const Node *n = &g->node[i];
         int64_t dims[COIL_MAX_RANK], numel = 1;
-        if (n->op != OP_PARAM)
+        if (n->op != OP_PARAM || param_is_buffer(n) != buffers)
             continue;
         st.ntensor++;
         if (!type_resolve(&n->type, NULL, dims)) {
@@ -148,15 +148,24 @@ static void print_values(FILE *f, const Graph *g, const char *title, int n, cons
     }
 }
 
-static void print_params(FILE *f, const Graph *g)
+static void print_param_stats(FILE *f, const char *what, ParamStats st)
 {
-    ParamStats st = param_stats(g);
     char a[64], b[64];
-    fprintf(f, "  parameters: %d tensors, %s values, %s", st.ntensor, group_digits(st.nvalue, a, sizeof a),
+    fprintf(f, "  %s: %d tensors, %s values, %s", what, st.ntensor, group_digits(st.nvalue, a, sizeof a),
             scaled((double)st.nbyte, true, "B", b, sizeof b));
     if (st.nsymbolic)
         fprintf(f, " (and %d of symbolic shape, not counted)", st.nsymbolic);
     fputc('\n', f);
+}
+
+/* Parameters, and buffers where the model has any, counted apart as PyTorch's
+ * parameters() and buffers() are. */
+static void print_params(FILE *f, const Graph *g)
+{
+    ParamStats buffers = param_stats(g, true);
+    print_param_stats(f, "parameters", param_stats(g, false));
+    if (buffers.ntensor)
+        print_param_stats(f, "buffers", buffers);
 }
 
 static void print_flops(FILE *f, const Graph *g, const SymBind *sb)
@@ -206,8 +215,9 @@ char *model_param_list(const Graph *g, Err *e)
     for (int i = 0; i < g->nnode; i++) {
         const Node *n = &g->node[i];
         if (n->op == OP_PARAM)
-            fprintf(f, "%s: %s  %s\n", node_name(n), type_fmt(g, &n->type, buf, sizeof buf),
-                    node_str(n, "init") ? node_str(n, "init") : "");
+            fprintf(f, "%s: %s  %s%s\n", node_name(n), type_fmt(g, &n->type, buf, sizeof buf),
+                    node_str(n, "init") ? node_str(n, "init") : "",
+                    param_is_buffer(n) ? "  (buffer)" : "");
     }
     fclose(f);
     return text;
@@ -245,16 +255,21 @@ static void json_values(JsonWriter *w, const Graph *g, const char *key, int n, c
     json_end_array(w);
 }
 
-static void json_params(JsonWriter *w, const Graph *g)
+static void json_param_stats(JsonWriter *w, const char *key, ParamStats st)
 {
-    ParamStats st = param_stats(g);
-    json_key(w, "parameters");
+    json_key(w, key);
     json_begin_object(w);
     json_field_int(w, "tensors", st.ntensor);
     json_field_int(w, "values", st.nvalue);
     json_field_int(w, "bytes", st.nbyte);
     json_field_int(w, "symbolic", st.nsymbolic);
     json_end_object(w);
+}
+
+static void json_params(JsonWriter *w, const Graph *g)
+{
+    json_param_stats(w, "parameters", param_stats(g, false));
+    json_param_stats(w, "buffers", param_stats(g, true));
 }
 
 static void json_flops(JsonWriter *w, const Graph *g, const SymBind *sb)
@@ -298,6 +313,7 @@ void model_param_list_json(JsonWriter *w, const Graph *g)
         json_field_string(w, "name", node_name(n));
         json_type_members(w, g, &n->type);
         json_field_string(w, "init", node_str(n, "init"));
+        json_field_bool(w, "buffer", param_is_buffer(n));
         json_end_object(w);
     }
     json_end_array(w);

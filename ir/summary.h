@@ -18,7 +18,8 @@ typedef struct ParamStats {
     int ntensor, nsymbolic;
     int64_t nvalue, nbyte;
 } ParamStats;
-ParamStats param_stats(const Graph *g);
+/* The parameters' totals (buffers false: the trained ones), or the buffers'. */
+ParamStats param_stats(const Graph *g, bool buffers);
 
 /* The summary as text (malloc'd; the caller frees): name, inputs, outputs, parameters,
  * node count, and FLOPs per call at sb (or which symbol to bind when one is missing).

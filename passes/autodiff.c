@@ -6,7 +6,10 @@
  * operands through its rule, contributions to one value summed. The result has the
  * forward's outputs, then `grad.<param>` for every parameter in graph_params order (zeros
  * for one the loss does not depend on), so the joint graph goes through the same fusion,
- * tuning and code generation as any graph. */
+ * tuning and code generation as any graph. A buffer (param_is_buffer) has no gradient: its
+ * slot, `update.<buffer>`, is the buffer's new value, the forward's output of that name
+ * (moved there from the forward's outputs) or the buffer itself, which the optimizer
+ * assigns instead of stepping (cpu_optim.h's ROLE_BUFFER). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,7 @@ static bool *needs_grad(const Graph *g)
     bool *need = calloc((size_t)g->nnode + 1, sizeof *need);
     for (int i = 0; need && i < g->nnode; i++) {
         const Node *n = &g->node[i];
-        bool dep = n->op == OP_PARAM;
+        bool dep = n->op == OP_PARAM && !param_is_buffer(n);
         for (int j = 0; j < n->nin && !dep; j++)
             dep = need[n->in[j]];
         need[i] = dep && dtype_info[n->type.dt].is_float;
@@ -95,7 +98,23 @@ static bool backward_node(Rewrite *rw, const bool *need, int *grad, int i, Err *
     return err_ok(e);
 }
 
-/* Gradient outputs for every parameter, after the forward's outputs. */
+/* Buffer n's slot: its update output (taken out of the forward's outputs, in n's dtype),
+ * else `self`, the buffer unchanged. */
+static int buffer_slot(Builder *b, const Node *n, int self)
+{
+    Graph *g = b->g;
+    int at = graph_buffer_update(g, node_name(n));
+    if (at < 0)
+        return self;
+    int v = g->output[at];
+    for (int i = at; i + 1 < g->noutput; i++)
+        g->output[i] = g->output[i + 1], g->output_name[i] = g->output_name[i + 1];
+    g->noutput--;
+    return g->node[v].type.dt == n->type.dt ? v : b_cast(b, v, n->type.dt);
+}
+
+/* Gradient outputs for every parameter, after the forward's outputs; a buffer's update.
+ * grad[i] of a buffer is the buffer's own node. */
 static bool add_grad_outputs(Graph *dst, const Graph *src, const int *grad, Err *e)
 {
     Builder b = builder_make(dst, e);
@@ -103,9 +122,10 @@ static bool add_grad_outputs(Graph *dst, const Graph *src, const int *grad, Err 
         const Node *n = &src->node[i];
         if (n->op != OP_PARAM)
             continue;
+        bool buffer = param_is_buffer(n);
         char name[512];
-        snprintf(name, sizeof name, "grad.%s", node_name(n));
-        int v = grad[i] >= 0 ? grad[i] : b_full(&b, 0, &n->type);
+        snprintf(name, sizeof name, "%s.%s", buffer ? "update" : "grad", node_name(n));
+        int v = buffer ? buffer_slot(&b, n, grad[i]) : grad[i] >= 0 ? grad[i] : b_full(&b, 0, &n->type);
         if (b_output(&b, v, name) < 0)
             return false;
     }
@@ -123,7 +143,7 @@ Graph *autodiff(const Graph *src, const char *loss_name, Err *e)
     Graph *out = NULL;
     if (ok) {
         for (int i = 0; i < g->nnode && err_ok(e); i++)
-            rewrite_copy(&rw, i), grad[i] = -1;
+            rewrite_copy(&rw, i), grad[i] = param_is_buffer(&g->node[i]) ? rw.map[i] : -1;
         rewrite_at(&rw, loss);
         grad[loss] = b_full(&rw.b, 1, &g->node[loss].type);
         for (int i = loss; i >= 0 && ok; i--)

@@ -35,6 +35,27 @@ static int add_cross_entropy(Graph *g, Err *e)
     return b_op(&b, OP_CROSS_ENTROPY, in, 2, NULL, 0, NULL);
 }
 
+/* The outputs become the loss, then the buffers' updates ("update.<buffer>", which
+ * autodiff moves into the buffers' slots); the rest are dropped. */
+static void keep_buffer_updates(Graph *g, int loss)
+{
+    int n = 1, kept[g->noutput + 1];
+    const char *names[g->noutput + 1];
+    for (int i = 0; i < g->noutput; i++) {
+        const char *name = g->output_name[i];
+        bool update = strncmp(name, "update.", 7) == 0;
+        for (int p = 0; update && p < g->nnode; p++) {
+            const Node *b = &g->node[p];
+            if (param_is_buffer(b) && strcmp(node_name(b), name + 7) == 0)
+                kept[n] = g->output[i], names[n++] = name;
+        }
+    }
+    kept[0] = loss, names[0] = "loss";
+    memcpy(g->output, kept, (size_t)n * sizeof *kept);
+    memcpy(g->output_name, names, (size_t)n * sizeof *names);
+    g->noutput = n;
+}
+
 Graph *training_loss_graph(const Graph *model, const char *loss, Err *e)
 {
     Graph *g = graph_copy(model, e);
@@ -56,7 +77,7 @@ Graph *training_loss_graph(const Graph *model, const char *loss, Err *e)
         graph_free(g);
         return NULL;
     }
-    g->output[0] = value, g->output_name[0] = "loss", g->noutput = 1;
+    keep_buffer_updates(g, value);
     return g;
 }
 
@@ -74,6 +95,25 @@ static Graph *scale_loss(Graph *g, Err *e)
     }
     g->output[0] = scaled;
     return g;
+}
+
+/* After autodiff under a loss scale: the buffers' new values times the scale too, as the
+ * gradients are, since the optimizer divides every slot by it (cpu_optim.h's
+ * ROLE_BUFFER). */
+static Graph *scale_buffer_updates(Graph *g, Err *e)
+{
+    Builder b = builder_make(g, e);
+    int s = -1;
+    for (int i = 0; i < g->ninput && s < 0; i++)
+        if (strcmp(node_name(&g->node[g->input[i]]), "loss_scale") == 0)
+            s = g->input[i];
+    for (int i = 1; s >= 0 && i < g->noutput; i++)
+        if (strncmp(g->output_name[i], "update.", 7) == 0)
+            g->output[i] = b_binary(&b, OP_MUL, g->output[i], s);
+    if (err_ok(e))
+        return g;
+    graph_free(g);
+    return NULL;
 }
 
 /* g replaced by a stage's result (NULL: g freed too). */
@@ -107,6 +147,8 @@ Graph *training_graph(const Graph *model, const TrainingStages *t, SymBind *sb, 
         g = scale_loss(g, e);                                              /* loss scale */
     if (g)
         g = replace(g, autodiff(g, NULL, e));                              /* autodiff */
+    if (g && t->precision == DT_F16)
+        g = scale_buffer_updates(g, e);                                    /* buffers too */
     bool ok = g && bind_sizes(g, t, sb, flops, e) &&                       /* sizes, FLOPs */
               run_passes(&g, t->passes ? t->passes : pass_pipeline, e);   /* the passes */
     /* the passes first, then the cut: CSE afterwards would merge each recomputation with

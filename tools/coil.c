@@ -331,7 +331,10 @@ static const Command commands[] = {
      "                         (default: from the given inputs, else 2)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      "  --train                training mode: dropout is active, its masks drawn from\n"
-     "                         the seed (default: inference, dropout is the identity)\n"
+     "                         the seed, and batch norm uses the batch's statistics, its\n"
+     "                         running ones' new values outputs update.NAME (default:\n"
+     "                         inference: dropout is the identity, batch norm the running\n"
+     "                         statistics)\n"
      "  --rng-step N           the rng step random ops draw at (default 0): dropout's masks\n"
      "                         as coil train's micro-batch N draws them (step x accum + m)\n"
      "  --threads N            threads for kernels and GEMMs (default: one per CPU; at\n"
@@ -583,7 +586,8 @@ static const Command commands[] = {
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
      DTYPE_HELP
      "                         (the package records it: `coil run DIR` runs in it)\n"
-     "  --train                training mode: dropout is active\n"
+     "  --train                training mode: dropout is active, batch norm uses the\n"
+     "                         batch's statistics\n"
      "  --no-fusion            one kernel per op, no GEMM epilogues\n"
      "  --mode max-autotune    cuda: NVRTC's full optimisation (default: ptxas's costliest\n"
      "                         passes off where NVRTC has --Ofast-compile, 3x faster)\n"
@@ -644,7 +648,9 @@ static const Command commands[] = {
      "  --all-nodes            dot: every node drawn, parameters and constants included,\n"
      "                         with no clusters (the graph node by node)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
-     "  --train                training mode: dropout stays (else it is the identity)\n"
+     "  --train                training mode: dropout stays (else it is the identity),\n"
+     "                         batch norm uses the batch's statistics and outputs the\n"
+     "                         running ones' new values (update.NAME)\n"
      "  --no-fusion            (fuse, lower) one group per op\n"
      DTYPE_HELP},
 };

@@ -14,6 +14,7 @@ struct Zero {
     Tensor *params;      /* the run's, whole on every rank */
     int nparam;
     char **names;        /* the parameters' */
+    ParamRole *role;     /* and how each is updated */
     DpSlice *slice;      /* this rank's shard */
     int nslice;
     Optimizer *opt;      /* over the slices */
@@ -37,11 +38,13 @@ static bool make_names(Zero *z, const Graph *g, Err *e)
     int *ids = malloc(((size_t)z->nparam + 1) * sizeof *ids);
     z->names = calloc((size_t)z->nparam + 1, sizeof *z->names);
     z->full_name = calloc((size_t)z->nparam * 2 + 1, sizeof *z->full_name);
-    bool ok = ids && z->names && z->full_name;
+    z->role = calloc((size_t)z->nparam + 1, sizeof *z->role);
+    bool ok = ids && z->names && z->full_name && z->role;
     if (ok)
         graph_params(g, ids);
     for (int p = 0; ok && p < z->nparam; p++) {
         const char *name = node_name(&g->node[ids[p]]);
+        z->role[p] = optim_role_of(&z->c, &g->node[ids[p]]);
         ok = (z->names[p] = strdup(name)) != NULL;
         for (int k = 0; ok && k < z->kinds; k++) {
             size_t len = strlen(name) + 4;
@@ -66,21 +69,20 @@ static bool make_shard(Zero *z, Err *e)
     z->pview = calloc(n, sizeof *z->pview), z->gview = calloc(n, sizeof *z->gview);
     z->acc = calloc(n, sizeof *z->acc);
     const char **names = calloc(n, sizeof *names);
-    bool *decay = calloc(n, sizeof *decay);
-    bool ok = z->slice && z->pview && z->gview && z->acc && names && decay;
+    ParamRole *role = calloc(n, sizeof *role);
+    bool ok = z->slice && z->pview && z->gview && z->acc && names && role;
     if (ok) {
         dp_shard(z->dp, z->params, z->slice);
         for (int j = 0; j < z->nslice; j++) {
-            const Tensor *p = &z->params[z->slice[j].tensor];
             z->pview[j] = view(z->params, z->slice[j]);
             names[j] = z->names[z->slice[j].tensor];
-            decay[j] = optim_decays_param(&z->c, names[j], p->rank);
+            role[j] = z->role[z->slice[j].tensor];
         }
-        z->opt = optim_new_named(&z->c, z->nslice, z->pview, names, decay, e);
+        z->opt = optim_new_named(&z->c, z->nslice, z->pview, names, role, e);
         ok = z->opt != NULL;
     } else
         err_set(e, ERR_MEMORY, "ZeRO: out of memory");
-    free(names), free(decay);
+    free(names), free(role);
     return ok;
 }
 
@@ -114,7 +116,7 @@ void zero_free(Zero *z)
             free(z->full_name[p * z->kinds + k]);
     }
     optim_free(z->opt);
-    free(z->names), free(z->full_name), free(z->slice), free(z->pview), free(z->gview), free(z->acc);
+    free(z->names), free(z->role), free(z->full_name), free(z->slice), free(z->pview), free(z->gview), free(z->acc);
     free(z);
 }
 

@@ -189,6 +189,8 @@ typedef struct coil_info {
     int64_t shape[COIL_MAX_RANK];
     const char *dim[COIL_MAX_RANK]; /* "16", "B", "B*T" */
     const char *init; /* a parameter's initializer ("xavier", "normal(0.02)"), else NULL */
+    bool buffer;      /* a parameter the model keeps but does not train (a `buffer`: batch
+                         norm's running statistics), which a training step sets */
 } coil_info;
 
 /* How many items of that kind; 0 for a NULL model or an unknown kind. */

@@ -16,7 +16,7 @@
 struct Optimizer {
     OptConfig c;
     int n;              /* parameters */
-    bool *decay;
+    ParamRole *role;
     Tensor *m, *v;      /* AdamW: both; SGD (momentum): m; Lion: m */
     char **mname, **vname;
     int64_t steps;
@@ -46,27 +46,29 @@ static bool zeros_like(Tensor *t, const Tensor *p, Err *e)
     return true;
 }
 
-bool optim_decays_param(const OptConfig *c, const char *name, int rank)
+ParamRole optim_role_of(const OptConfig *c, const Node *p)
 {
-    bool decay = rank >= 2;
+    if (param_is_buffer(p))
+        return ROLE_BUFFER;
+    bool decay = p->type.rank >= 2;
     for (int k = 0; k < c->nno_decay; k++)
-        decay = decay && fnmatch(c->no_decay[k], name, 0) != 0;
-    return decay;
+        decay = decay && fnmatch(c->no_decay[k], node_name(p), 0) != 0;
+    return decay ? ROLE_DECAY : ROLE_PLAIN;
 }
 
 Optimizer *optim_new_named(const OptConfig *c, int n, const Tensor *params,
-                           const char *const *names, const bool *decay, Err *e)
+                           const char *const *names, const ParamRole *role, Err *e)
 {
     Optimizer *o = calloc(1, sizeof *o);
     bool ok = o != NULL;
     if (ok) {
         o->c = *c, o->n = n;
         o->pool = pool_new(c->threads, e);
-        o->decay = calloc((size_t)n + 1, sizeof *o->decay);
+        o->role = calloc((size_t)n + 1, sizeof *o->role);
         o->m = calloc((size_t)n + 1, sizeof *o->m), o->v = calloc((size_t)n + 1, sizeof *o->v);
         o->mname = calloc((size_t)n + 1, sizeof *o->mname);
         o->vname = calloc((size_t)n + 1, sizeof *o->vname);
-        ok = o->decay && o->m && o->v && o->mname && o->vname && o->pool;
+        ok = o->role && o->m && o->v && o->mname && o->vname && o->pool;
     }
     for (int i = 0; ok && i < n; i++) {
         if (params[i].dt != DT_F32) {
@@ -75,7 +77,7 @@ Optimizer *optim_new_named(const OptConfig *c, int n, const Tensor *params,
             ok = false;
             break;
         }
-        o->decay[i] = decay[i];
+        o->role[i] = role[i];
         size_t len = strlen(names[i]) + 8;
         ok = (o->mname[i] = malloc(len)) && (o->vname[i] = malloc(len));
         if (ok)
@@ -96,18 +98,18 @@ Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, E
 {
     int np = graph_params(g, NULL), *ids = malloc(((size_t)np + 1) * sizeof *ids);
     const char **names = calloc((size_t)np + 1, sizeof *names);
-    bool *decay = calloc((size_t)np + 1, sizeof *decay);
+    ParamRole *role = calloc((size_t)np + 1, sizeof *role);
     Optimizer *o = NULL;
-    if (ids && names && decay) {
+    if (ids && names && role) {
         graph_params(g, ids);
         for (int i = 0; i < np; i++) {
             names[i] = node_name(&g->node[ids[i]]);
-            decay[i] = optim_decays_param(c, names[i], params[i].rank);
+            role[i] = optim_role_of(c, &g->node[ids[i]]);
         }
-        o = optim_new_named(c, np, params, names, decay, e);
+        o = optim_new_named(c, np, params, names, role, e);
     } else
         err_set(e, ERR_MEMORY, "optimizer: out of memory for its state");
-    free(ids), free(names), free(decay);
+    free(ids), free(names), free(role);
     return o;
 }
 
@@ -125,7 +127,7 @@ void optim_free(Optimizer *o)
         if (o->vname)
             free(o->vname[i]);
     }
-    free(o->m), free(o->v), free(o->mname), free(o->vname), free(o->decay);
+    free(o->m), free(o->v), free(o->mname), free(o->vname), free(o->role);
     pool_free(o->pool);
     free(o);
 }
@@ -157,6 +159,8 @@ typedef struct Pass {
     const float *g;
     float lr, scale;
     bool decay;
+    float assign;        /* a buffer's p = g * assign (the unclipped gradient scale); 0:
+                            not a buffer */
     int nparts;          /* the norm pass's: each chunk's sum and where it began, added */
     double *part;        /* in the order of the chunks afterwards, so the norm does not */
     int64_t *at;         /* depend on which thread finished first */
@@ -219,6 +223,8 @@ double optim_grad_squares(const Optimizer *o, const Tensor *grads)
     pthread_mutex_init(&x.lock, NULL);
     double sum = 0;
     for (int i = 0; i < o->n; i++) {
+        if (o->role[i] == ROLE_BUFFER)
+            continue;
         x.g = grads[i].data;
         pool_parallel_for(o->pool, tensor_numel(&grads[i]), CHUNK, squares, &x);
         sum += sum_in_order(&x);
@@ -238,7 +244,10 @@ VECTOR_CLONES static void update(void *ctx, int64_t begin, int64_t end)
     float *p = x->p, *m = x->m, *v = x->v, lr = x->lr, scale = x->scale;
     const float *g = x->g;
     float wd = x->decay ? (float)(lr * c->weight_decay) : 0, b1 = (float)c->beta1, b2 = (float)c->beta2;
-    if (c->kind == OPT_ADAMW) {
+    if (x->assign) {
+        for (int64_t k = begin; k < end; k++)
+            p[k] = g[k] * x->assign;
+    } else if (c->kind == OPT_ADAMW) {
         double t = (double)x->o->steps + 1;
         float bc1 = (float)(1 - pow(c->beta1, t)), bc2 = (float)(1 - pow(c->beta2, t));
         float step = lr / bc1, eps = (float)c->eps, rbc2 = 1 / sqrtf(bc2);
@@ -278,7 +287,8 @@ void optim_apply(Optimizer *o, Tensor *params, const Tensor *grads, double grad_
     for (int i = 0; i < o->n; i++) {
         Pass x = {.o = o, .p = params[i].data, .m = has_m(o) ? o->m[i].data : NULL,
                   .v = has_v(o) ? o->v[i].data : NULL, .g = grads[i].data, .lr = (float)lr,
-                  .scale = (float)scale, .decay = o->decay[i]};
+                  .scale = (float)scale, .decay = o->role[i] == ROLE_DECAY,
+                  .assign = o->role[i] == ROLE_BUFFER ? (float)grad_scale : 0};
         pool_parallel_for(o->pool, tensor_numel(&params[i]), CHUNK, update, &x);
     }
     o->steps++;
@@ -327,4 +337,4 @@ void optim_set_steps(Optimizer *o, int64_t steps) { o->steps = steps; }
 
 const OptConfig *optim_config(const Optimizer *o) { return &o->c; }
 
-bool optim_decays(const Optimizer *o, int i) { return o->decay[i]; }
+ParamRole optim_role(const Optimizer *o, int i) { return o->role[i]; }

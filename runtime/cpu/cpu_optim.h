@@ -29,6 +29,13 @@ typedef struct LrSchedule {
 
 typedef struct Optimizer Optimizer;
 
+/* What a step does to a parameter: a plain update, one with weight decay, or, for a buffer
+ * (ir.h's param_is_buffer), an assignment of its slot (the buffer's new value: autodiff's
+ * `update.<name>`) times the gradient scale, which divides out the micro-batches, ranks
+ * and loss scale the slot was summed over; a buffer is outside the gradient's norm and
+ * its clipping. */
+typedef enum ParamRole { ROLE_PLAIN, ROLE_DECAY, ROLE_BUFFER } ParamRole;
+
 /* "adamw", "sgd", "lion" into *k; false for anything else. */
 bool optim_parse(const char *s, OptKind *k);
 const char *optim_name(OptKind k);
@@ -36,12 +43,13 @@ const char *optim_name(OptKind k);
  * is not f32. */
 Optimizer *optim_new(const OptConfig *c, const Graph *g, const Tensor *params, Err *e);
 /* State for n f32 tensors named names[i] (for messages and the state's names, "m.<name>"),
- * decay[i] saying which take weight decay: slices of parameters (ZeRO's shards,
- * train/zero.h) as well as whole ones. */
+ * role[i] saying how each is updated: slices of parameters (ZeRO's shards, train/zero.h)
+ * as well as whole ones. */
 Optimizer *optim_new_named(const OptConfig *c, int n, const Tensor *params,
-                           const char *const *names, const bool *decay, Err *e);
-/* Whether a parameter of this name and rank takes weight decay under c. */
-bool optim_decays_param(const OptConfig *c, const char *name, int rank);
+                           const char *const *names, const ParamRole *role, Err *e);
+/* How param node p is updated under c: weight decay for matrices and embeddings whose
+ * names match none of no_decay; a buffer's assignment. */
+ParamRole optim_role_of(const OptConfig *c, const Node *p);
 void optim_free(Optimizer *o);
 /* One update of every parameter from grads times grad_scale (1 / micro-batches summed,
  * and / the loss scale under f16) at learning rate lr. Returns the global norm of the
@@ -65,9 +73,9 @@ const char *optim_state_prefix(const OptConfig *c, int kind);
 int64_t optim_steps(const Optimizer *o);
 int64_t optim_state_bytes(const Optimizer *o);
 void optim_set_steps(Optimizer *o, int64_t steps);
-/* What the device optimizer (cuda_optim.h) mirrors: the configuration, and whether
- * parameter i (graph_params order) takes weight decay. */
+/* What the device optimizer (cuda_optim.h) mirrors: the configuration, and how parameter
+ * i (graph_params order) is updated. */
 const OptConfig *optim_config(const Optimizer *o);
-bool optim_decays(const Optimizer *o, int i);
+ParamRole optim_role(const Optimizer *o, int i);
 
 #endif

@@ -151,7 +151,7 @@ CudaOptim *cuda_optim_new(CudaEngine *en, const Optimizer *host, const Tensor *p
     o->norm_host = pinned;
     ok = ok && plan(o, params, e);
     for (int i = 0; ok && i < o->n; i++)
-        o->rec[i].decay = optim_decays(host, i);
+        o->rec[i].role = optim_role(host, i);
     if (!ok) {
         if (err_ok(e))
             err_set(e, ERR_MEMORY, "cuda optimizer: out of memory");

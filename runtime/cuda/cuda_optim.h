@@ -26,7 +26,8 @@
 
 /* The kernels' arguments, one text for the host's C and the device's C++ (the source
  * stringifies it): a tensor of the table (device addresses; acc, the summed micro-batch
- * gradients, or NULL: g is read; m and v NULL when the optimizer has no such state), a
+ * gradients, or NULL: g is read; m and v NULL when the optimizer has no such state; role,
+ * cpu_optim.h's ParamRole), a
  * chunk (elements [start, start + CUDA_OPTIM_CHUNK) of a tensor), and the step's
  * hyper-parameters, rounded on the host exactly as optim.c rounds them. */
 #define CUDA_OPTIM_TYPES                                                                   \
@@ -34,7 +35,7 @@
         float *p;                                                                          \
         const float *g;                                                                    \
         float *acc, *m, *v;                                                                \
-        long long numel, decay;                                                            \
+        long long numel, role;                                                             \
     } CoilOptTensor;                                                                       \
     typedef struct CoilOptChunk {                                                          \
         long long tensor, start;                                                           \

@@ -6,6 +6,8 @@
 
 _Static_assert(OPT_ADAMW == 0 && OPT_SGD == 1 && OPT_LION == 2,
                "the kernels' kind numbers are OptKind's");
+_Static_assert(ROLE_PLAIN == 0 && ROLE_DECAY == 1 && ROLE_BUFFER == 2,
+               "the kernels' role numbers are ParamRole's");
 
 #define STR_(...) #__VA_ARGS__
 #define STR(...) STR_(__VA_ARGS__)
@@ -50,6 +52,8 @@ const char cuda_optim_source[] =
     "  for (long long i = blockIdx.x; i < h.nchunks; i += gridDim.x) {\n"
     "    const CoilOptTensor &T = t[c[i].tensor];\n"
     "    const float *g = T.acc ? T.acc : T.g;\n"
+    "    if (T.role == 2)\n"
+    "      continue; // a buffer's new value, not a gradient\n"
     "    for (long long k = c[i].start + threadIdx.x; k < coil_opt_end(T, c[i]); k += COIL_OPT_THREADS)\n"
     "      sum += (double)g[k] * g[k];\n"
     "  }\n"
@@ -58,10 +62,17 @@ const char cuda_optim_source[] =
     "    partial[blockIdx.x] = sum;\n"
     "}\n"
     "\n"
+    "__device__ void coil_opt_assign(const CoilOptTensor &T, long long k0, long long end, float scale)\n"
+    "{\n"
+    "  const float *g = T.acc ? T.acc : T.g;\n"
+    "  for (long long k = k0; k < end; k += COIL_OPT_THREADS)\n"
+    "    T.p[k] = g[k] * scale;\n"
+    "}\n"
+    "\n"
     "__device__ void coil_opt_adamw(const CoilOptTensor &T, long long k0, long long end,\n"
     "                               const CoilOptHyper &h, float scale)\n"
     "{\n"
-    "  float *p = T.p, *m = T.m, *v = T.v, wd = T.decay ? h.wd : 0, b1 = h.b1, b2 = h.b2;\n"
+    "  float *p = T.p, *m = T.m, *v = T.v, wd = T.role == 1 ? h.wd : 0, b1 = h.b1, b2 = h.b2;\n"
     "  const float *g = T.acc ? T.acc : T.g;\n"
     "  for (long long k = k0; k < end; k += COIL_OPT_THREADS) {\n"
     "    float gk = g[k] * scale;\n"
@@ -74,7 +85,7 @@ const char cuda_optim_source[] =
     "__device__ void coil_opt_lion(const CoilOptTensor &T, long long k0, long long end,\n"
     "                              const CoilOptHyper &h, float scale)\n"
     "{\n"
-    "  float *p = T.p, *m = T.m, wd = T.decay ? h.wd : 0, b1 = h.b1, b2 = h.b2;\n"
+    "  float *p = T.p, *m = T.m, wd = T.role == 1 ? h.wd : 0, b1 = h.b1, b2 = h.b2;\n"
     "  const float *g = T.acc ? T.acc : T.g;\n"
     "  for (long long k = k0; k < end; k += COIL_OPT_THREADS) {\n"
     "    float gk = g[k] * scale, u = b1 * m[k] + (1 - b1) * gk;\n"
@@ -86,7 +97,7 @@ const char cuda_optim_source[] =
     "__device__ void coil_opt_sgd(const CoilOptTensor &T, long long k0, long long end,\n"
     "                             const CoilOptHyper &h, float scale)\n"
     "{\n"
-    "  float *p = T.p, *m = T.m, wd = T.decay ? h.wd : 0, mu = h.mu;\n"
+    "  float *p = T.p, *m = T.m, wd = T.role == 1 ? h.wd : 0, mu = h.mu;\n"
     "  const float *g = T.acc ? T.acc : T.g;\n"
     "  for (long long k = k0; k < end; k += COIL_OPT_THREADS) {\n"
     "    float gk = g[k] * scale;\n"
@@ -118,7 +129,9 @@ const char cuda_optim_source[] =
     "  for (long long i = blockIdx.x; i < h.nchunks; i += gridDim.x) {\n"
     "    const CoilOptTensor &T = t[c[i].tensor];\n"
     "    long long k0 = c[i].start + threadIdx.x, end = coil_opt_end(T, c[i]);\n"
-    "    if (h.kind == 0)\n"
+    "    if (T.role == 2) // a buffer: its new value, unclipped\n"
+    "      coil_opt_assign(T, k0, end, (float)h.grad_scale);\n"
+    "    else if (h.kind == 0)\n"
     "      coil_opt_adamw(T, k0, end, h, (float)scale);\n"
     "    else if (h.kind == 2)\n"
     "      coil_opt_lion(T, k0, end, h, (float)scale);\n"

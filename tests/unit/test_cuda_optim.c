@@ -3,7 +3,7 @@
  * with no FMA contraction in the PTX; and the kernels themselves, compiled by the host's
  * C++ compiler against cuda_emu.h and run on host threads (norm, update, accumulation) for
  * AdamW, SGD with momentum and Lion over tensors of 1, 3, 1000 and 70000 elements with a
- * decay mask, clipping, micro-batch sums and a non-finite gradient, held against
+ * decay mask and a buffer (assigned, outside the norm), clipping, micro-batch sums and a non-finite gradient, held against
  * runtime/cpu/cpu_optim.c's optim_step over several steps. With a GPU: the same against the engine's
  * own buffers, and `coil train --device cuda` resuming bit-identically; without one it
  * prints "skipped: REASON" and passes. */
@@ -230,7 +230,7 @@ static void emulated_init(Emulated *d, const Optimizer *host, const Tensor *para
                                     .acc = accum ? d->acc[i].data : NULL,
                                     .m = has_m ? d->m[i].data : NULL,
                                     .v = has_v ? d->v[i].data : NULL, .numel = numel[i],
-                                    .decay = optim_decays(host, i)};
+                                    .role = optim_role(host, i)};
     }
     d->nchunks = cuda_optim_chunks(numel, NT, d->chunk);
     d->steps = 0;
@@ -384,7 +384,8 @@ static Graph *grad_graph(void)
     int ps[NT];
     for (int i = 0; i < NT; i++) {
         Type t = type_make(DT_F32, ranks[i], shapes[i]);
-        ps[i] = b_param(&b, names[i], &t, NULL);
+        /* h.gain a buffer: assigned, outside the norm (ROLE_BUFFER) */
+        ps[i] = i == 1 ? b_buffer(&b, names[i], &t, NULL) : b_param(&b, names[i], &t, NULL);
     }
     static const char *const inputs[NT] = {"g0", "g1", "g2", "g3"};
     b_output(&b, b_binary(&b, OP_MUL, ps[0], b_scalar(&b, 2, DT_F32)), "loss");

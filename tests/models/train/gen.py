@@ -4,8 +4,9 @@
 For each forward graph here (NAME.fwd.cir: a small model ending in a scalar `loss`), coil
 differentiates it (`build/coil opt NAME.fwd.cir --passes=autodiff`), and this script writes
 the result as tests/models/ops/NAME.cir with inputs and parameters drawn here, and the
-expected outputs (the loss and grad.<param> for every parameter) from PyTorch autograd in
-float64 on the same model written independently below. Every test that walks
+expected outputs (the loss and grad.<param> for every parameter, update.<buffer> for every
+buffer: a model's running statistics after the step) from PyTorch autograd in float64 on
+the same model written independently below. Every test that walks
 tests/models/ops then holds the joint graph to them: test_oracle (the interpreter against
 PyTorch), test_compile (the CPU backend against the interpreter), test_cuda_codegen (NVRTC
 compiles its kernels) and test_cuda_emu (its CUDA C, emulated, against the interpreter).
@@ -50,6 +51,14 @@ def train_embed(x, targets, p):  # token ids x; the output head tied to the toke
     return F.cross_entropy(o.reshape(-1, 7), targets.reshape(-1))
 
 
+def train_bn(x, targets, p):  # batch norm in training: batch statistics, buffers updated
+    h = F.batch_norm(x, p["rm"], p["rv"], p["w"], p["b"], training=True, momentum=0.1, eps=1e-5)
+    o = F.relu(h).reshape(4, 15) @ p["wo"].T
+    return F.cross_entropy(o, targets)
+
+
+BUFFERS = {"train_bn": ("rm", "rv")}  # updated in place by the model, no gradient
+
 MODELS = {
     "train_mlp": (train_mlp, {"x": (4, 8)}, {"targets": ((4,), 5)},
                   {"w1": (16, 8), "b1": (16,), "g": (16,), "beta": (16,), "w2": (5, 16), "b2": (5,)}),
@@ -58,7 +67,15 @@ MODELS = {
     # an embedding's gradient (index_add, with the head's GEMM product as its base)
     "train_embed": (train_embed, {}, {"x": ((2, 5), 7), "targets": ((2, 5), 7)},
                     {"wte": (7, 8), "wpe": (5, 8), "w": (8, 8)}),
+    "train_bn": (train_bn, {"x": (4, 3, 5)}, {"targets": ((4,), 4)},
+                 {"w": (3,), "b": (3,), "rm": (3,), "rv": (3,), "wo": (4, 15)}),
 }
+
+
+def draw_param(rng, name, shape):
+    """Weights about 0 (a norm's gain and a running variance about 1, the variance > 0)."""
+    a = rng.randn(*shape) * 0.5 + (1 if name in ("g", "rv") else 0)
+    return np.abs(a).astype(np.float32) if name == "rv" else a.astype(np.float32)
 
 
 def main():
@@ -72,18 +89,21 @@ def main():
             f.write(joint)
         inputs = {k: rng.randn(*s).astype(np.float32) for k, s in floats.items()}
         inputs.update({k: rng.randint(0, c, s).astype(np.int64) for k, (s, c) in ints.items()})
-        values = {k: (rng.randn(*s) * 0.5 + (1 if k == "g" else 0)).astype(np.float32)
-                  for k, s in params.items()}
+        values = {k: draw_param(rng, k, s) for k, s in params.items()}
+        buffers = BUFFERS.get(name, ())
         for k, a in {**inputs, **values}.items():
             np.save(os.path.join(OPS, f"{name}.{k}.npy"), a)
-        t = {k: torch.tensor(a, dtype=torch.float64, requires_grad=True) for k, a in values.items()}
+        t = {k: torch.tensor(a, dtype=torch.float64, requires_grad=k not in buffers)
+             for k, a in values.items()}
         args = {k: torch.tensor(a, dtype=torch.float64 if a.dtype == np.float32 else torch.int64)
                 for k, a in inputs.items()}
         loss = fn(args["x"], args["targets"], t)
         loss.backward()
         np.save(os.path.join(OPS, f"{name}.expect.loss.npy"), np.array(loss.item(), dtype=np.float32))
         for k in params:
-            np.save(os.path.join(OPS, f"{name}.expect.grad.{k}.npy"), t[k].grad.numpy().astype(np.float32))
+            got = t[k].detach() if k in buffers else t[k].grad
+            np.save(os.path.join(OPS, f"{name}.expect.{'update' if k in buffers else 'grad'}.{k}.npy"),
+                    got.numpy().astype(np.float32))
         print(f"{name}: loss {loss.item():.6f}")
 
 
