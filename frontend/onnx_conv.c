@@ -1,7 +1,6 @@
 /* onnx_conv.c — ONNX's convolutions and pools: Conv as the IR's conv op, ConvTranspose as
- * a conv of the zero-upsampled input; the pools decomposed onto coil's existing ops (the
- * input padded by concat, its sliding windows gathered, one gather of constant indices per
- * spatial axis, then a reduction: MaxPool, AveragePool, LpPool). */
+ * a conv of the zero-upsampled input; MaxPool, AveragePool and LpPool as window.c's
+ * decompositions (windows gathered, then reduced); Resize as gathers or matmuls. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,16 +8,9 @@
 
 #ifdef COIL_HAVE_ONNX
 #include "frontend/onnx_int.h"
+#include "frontend/window.h"
 
-enum { MAX_SPATIAL = 3 };
-
-/* One spatial geometry: sizes in, kernel, stride, dilation, pads before and after (after
- * includes ceil_mode's extension, `extra` of it), and the output size. */
-typedef struct Window {
-    int n;
-    int64_t in[MAX_SPATIAL], k[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
-    int64_t pad0[MAX_SPATIAL], pad1[MAX_SPATIAL], extra[MAX_SPATIAL], out[MAX_SPATIAL];
-} Window;
+enum { MAX_SPATIAL = WINDOW_MAX_SPATIAL };
 
 /* A per-axis attribute list (strides, dilations) of n entries, def when absent. */
 static bool axis_ints(Cv *c, const char *name, int n, int64_t def, int64_t *out)
@@ -38,33 +30,22 @@ static bool axis_ints(Cv *c, const char *name, int n, int64_t def, int64_t *out)
 }
 
 /* The geometry of x[N, C, spatial...] under kernel k: strides, dilations, pads or auto_pad,
- * and ceil_mode (pools). */
+ * and ceil_mode (pools); window.c checks and sizes it. */
 static bool window_setup(Cv *c, const Type *x, const int64_t *k, Window *w)
 {
-    w->n = x->rank - 2;
-    if (w->n < 1 || w->n > MAX_SPATIAL)
-        return cv_unsupported(c, "%d spatial axes (coil takes 1 to %d)", w->n, MAX_SPATIAL);
-    for (int i = 0; i < w->n; i++) {
-        if (!dim_is_static(x->dim[2 + i]))
-            return cv_unsupported(c, "a symbolic spatial axis");
-        w->in[i] = x->dim[2 + i].k, w->k[i] = k[i];
-        if (k[i] < 1)
-            return cv_invalid(c, "a kernel size below 1");
-    }
     int64_t pads[ONNX_MAX_LIST];
     int np;
-    if (!axis_ints(c, "strides", w->n, 1, w->stride) || !axis_ints(c, "dilations", w->n, 1, w->dil) ||
-        !cv_ints(c, CV_ATTR_ONLY, "pads", pads, &np))
+    if (!window_init(cv_b(c), NULL, x, w) || !axis_ints(c, "strides", w->n, 1, w->stride) ||
+        !axis_ints(c, "dilations", w->n, 1, w->dil) || !cv_ints(c, CV_ATTR_ONLY, "pads", pads, &np))
         return false;
     if (np >= 0 && np != 2 * w->n)
         return cv_invalid(c, "pads has %d entries for %d spatial axes", np, w->n);
     char mode[32];
     cv_str(c, "auto_pad", "NOTSET", mode, sizeof mode);
-    bool ceil_mode = cv_int(c, "ceil_mode", 0) != 0;
     for (int i = 0; i < w->n; i++) {
-        int64_t span = (w->k[i] - 1) * w->dil[i] + 1;
+        int64_t span = (k[i] - 1) * w->dil[i] + 1;
+        w->k[i] = k[i];
         w->pad0[i] = np > 0 ? pads[i] : 0, w->pad1[i] = np > 0 ? pads[w->n + i] : 0;
-        w->extra[i] = 0;
         if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
             int64_t out = (w->in[i] + w->stride[i] - 1) / w->stride[i];
             int64_t total = (out - 1) * w->stride[i] + span - w->in[i];
@@ -75,64 +56,8 @@ static bool window_setup(Cv *c, const Type *x, const int64_t *k, Window *w)
             w->pad0[i] = w->pad1[i] = 0;
         else if (strcmp(mode, "NOTSET") != 0)
             return cv_invalid(c, "auto_pad '%s'", mode);
-        if (w->pad0[i] < 0 || w->pad1[i] < 0)
-            return cv_unsupported(c, "negative pads");
-        int64_t room = w->in[i] + w->pad0[i] + w->pad1[i] - span;
-        if (room < 0)
-            return cv_invalid(c, "the kernel is larger than the padded input");
-        w->out[i] = room / w->stride[i] + 1;
-        if (ceil_mode && room % w->stride[i]) { /* a last, partial window: not one starting past the input */
-            if (w->out[i] * w->stride[i] < w->in[i] + w->pad0[i])
-                w->out[i]++;
-            int64_t need = (w->out[i] - 1) * w->stride[i] + span;
-            w->extra[i] = need > w->in[i] + w->pad0[i] + w->pad1[i] ? need - (w->in[i] + w->pad0[i] + w->pad1[i]) : 0;
-        }
     }
-    return true;
-}
-
-/* x with `before` and `after` elements of value v added along axis (negative: cut). */
-static int pad_const(Cv *c, int x, int axis, int64_t before, int64_t after, int v)
-{
-    Type t = cv_type(c, x);
-    int64_t len = t.dim[axis].k;
-    if (before < 0 || after < 0) {
-        x = b_slice(cv_b(c), x, axis, before < 0 ? -before : 0, after < 0 ? len + after : len, 1);
-        return pad_const(c, x, axis, before > 0 ? before : 0, after > 0 ? after : 0, v);
-    }
-    int parts[3], n = 0;
-    for (int side = 0; side < 2; side++) {
-        int64_t count = side ? after : before;
-        if (side)
-            parts[n++] = x;
-        if (!count)
-            continue;
-        Type f = t;
-        f.dim[axis] = dim_static(count);
-        parts[n++] = b_expand(cv_b(c), v, &f);
-    }
-    return n == 1 ? x : b_concat(cv_b(c), parts, n, axis);
-}
-
-/* x[N, C, s1, s2..] padded, then gathered into windows: [N, C, o1, k1, o2, k2, ...]. */
-static int windows(Cv *c, int x, const Window *w, double pad_value)
-{
-    int v = cv_scalar(c, pad_value, cv_type(c, x).dt);
-    for (int i = 0; i < w->n; i++)
-        x = pad_const(c, x, 2 + i, w->pad0[i], w->pad1[i] + w->extra[i], v);
-    for (int i = 0; i < w->n && x >= 0; i++) {
-        int64_t dims[2] = {w->out[i], w->k[i]}, count = dims[0] * dims[1];
-        double *idx = malloc((size_t)(count ? count : 1) * sizeof *idx);
-        if (!idx)
-            abort();
-        for (int64_t o = 0; o < w->out[i]; o++)
-            for (int64_t k = 0; k < w->k[i]; k++)
-                idx[o * w->k[i] + k] = (double)(o * w->stride[i] + k * w->dil[i]);
-        Type it = type_make(DT_I64, 2, dims);
-        x = b_gather(cv_b(c), x, b_constant(cv_b(c), &it, idx), 2 + 2 * i);
-        free(idx);
-    }
-    return x;
+    return window_size(cv_b(c), w, cv_int(c, "ceil_mode", 0) != 0);
 }
 
 /* The convolution of x by weight[M, C/G, k...] with w's strides, dilations and pads (the
@@ -257,7 +182,8 @@ bool conv_conv_transpose(Cv *c)
     }
     for (int i = 0; i < n; i++) { /* negative pads cut before the windows see them */
         if (w.pad0[i] < 0 || w.pad1[i] < 0) {
-            x = pad_const(c, x, 2 + i, w.pad0[i] < 0 ? w.pad0[i] : 0, w.pad1[i] < 0 ? w.pad1[i] : 0, zero);
+            x = window_pad(cv_b(c), NULL, x, 2 + i, w.pad0[i] < 0 ? w.pad0[i] : 0, w.pad1[i] < 0 ? w.pad1[i] : 0,
+                           PAD_CONSTANT, zero);
             w.in[i] += (w.pad0[i] < 0 ? w.pad0[i] : 0) + (w.pad1[i] < 0 ? w.pad1[i] : 0);
             w.pad0[i] = w.pad0[i] < 0 ? 0 : w.pad0[i], w.pad1[i] = w.pad1[i] < 0 ? 0 : w.pad1[i];
         }
@@ -330,38 +256,14 @@ static bool pool_window(Cv *c, int x, Window *w)
     return window_setup(c, &t, k, w);
 }
 
-static int reduce_windows(Cv *c, int op, int win, const Window *w)
-{
-    int64_t axes[MAX_SPATIAL];
-    for (int i = 0; i < w->n; i++)
-        axes[i] = 3 + 2 * i;
-    return b_reduce(cv_b(c), op, win, w->n, axes, false);
-}
-
 bool conv_max_pool(Cv *c)
 {
     int x = cv_in(c, 0);
     Window w;
     if (x < 0 || !pool_window(c, x, &w))
         return false;
-    DType dt = cv_type(c, x).dt;
-    double lowest = dt == DT_I8 ? -128 : dt == DT_I32 ? -2147483648.0 : dt == DT_I64 ? -0x1p63 : -INFINITY;
-    c->out[0] = reduce_windows(c, OP_MAX, windows(c, x, &w, lowest), &w);
+    c->out[0] = window_max_pool(cv_b(c), x, &w);
     return true;
-}
-
-/* How many of output o's window elements count (1-D): those inside the input, or inside
- * the input and its explicit pads; never ceil_mode's extension. */
-static double window_count(const Window *w, int i, int64_t o, bool include_pad)
-{
-    int64_t lo = include_pad ? 0 : w->pad0[i];
-    int64_t hi = include_pad ? w->in[i] + w->pad0[i] + w->pad1[i] : w->pad0[i] + w->in[i];
-    double n = 0;
-    for (int64_t k = 0; k < w->k[i]; k++) {
-        int64_t at = o * w->stride[i] + k * w->dil[i];
-        n += at >= lo && at < hi;
-    }
-    return n;
 }
 
 bool conv_average_pool(Cv *c)
@@ -370,25 +272,7 @@ bool conv_average_pool(Cv *c)
     Window w;
     if (x < 0 || !pool_window(c, x, &w))
         return false;
-    bool include_pad = cv_int(c, "count_include_pad", 0) != 0;
-    int sum = reduce_windows(c, OP_SUM, windows(c, x, &w, 0), &w);
-    int64_t dims[MAX_SPATIAL], total = 1;
-    for (int i = 0; i < w.n; i++)
-        dims[i] = w.out[i], total *= w.out[i];
-    double *count = malloc((size_t)(total ? total : 1) * sizeof *count);
-    if (!count)
-        abort();
-    for (int64_t j = 0; j < total; j++) { /* the product of the axes' counts */
-        int64_t rest = j;
-        count[j] = 1;
-        for (int i = w.n - 1; i >= 0; i--) {
-            count[j] *= window_count(&w, i, rest % w.out[i], include_pad);
-            rest /= w.out[i];
-        }
-    }
-    Type ct = type_make(cv_type(c, x).dt, w.n, dims);
-    c->out[0] = cv_bin(c, OP_DIV, sum, b_constant(cv_b(c), &ct, count));
-    free(count);
+    c->out[0] = window_avg_pool(cv_b(c), x, &w, cv_int(c, "count_include_pad", 0) != 0);
     return true;
 }
 
@@ -403,11 +287,10 @@ bool conv_lp_pool(Cv *c)
     double p = (double)cv_int(c, "p", 2);
     int a = cv_un(c, OP_ABS, x);
     int powed = p == 2 ? cv_bin(c, OP_MUL, a, a) : cv_bin(c, OP_POW, a, cv_scalar(c, p, dt));
-    int sum = reduce_windows(c, OP_SUM, windows(c, powed, &w, 0), &w);
+    int sum = window_reduce(cv_b(c), OP_SUM, window_gather(cv_b(c), powed, &w, 0), &w);
     c->out[0] = p == 2 ? cv_un(c, OP_SQRT, sum) : cv_bin(c, OP_POW, sum, cv_scalar(c, 1.0 / p, dt));
     return true;
 }
-
 
 /* ---------------------------------------------------------------- resize */
 

@@ -7,6 +7,7 @@
 
 #ifdef COIL_HAVE_ONNX
 #include "frontend/onnx_int.h"
+#include "frontend/window.h"
 
 /* ---------------------------------------------------------------- operands, attributes */
 
@@ -269,24 +270,7 @@ int cv_from_last(Cv *c, int x, int axis)
     return x < 0 ? -1 : move_axis(c, x, cv_type(c, x).rank - 1, axis);
 }
 
-int cv_reverse(Cv *c, int x, int axis)
-{
-    Type t = cv_type(c, x);
-    if (x < 0 || !dim_is_static(t.dim[axis])) {
-        cv_unsupported(c, "reversing a symbolic axis");
-        return -1;
-    }
-    int64_t n = t.dim[axis].k;
-    double *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
-    if (!idx)
-        abort();
-    for (int64_t i = 0; i < n; i++)
-        idx[i] = (double)(n - 1 - i);
-    Type it = type_make(DT_I64, 1, &n);
-    int r = b_gather(cv_b(c), x, b_constant(cv_b(c), &it, idx), axis);
-    free(idx);
-    return r;
-}
+int cv_reverse(Cv *c, int x, int axis) { return window_reverse(cv_b(c), x, axis); }
 
 /* trunc(x) for |x| < 2^52 through an i64 cast; larger floats, infinities and NaN are
  * already whole (or stay NaN) and pass through. */

@@ -8,6 +8,7 @@
 
 #ifdef COIL_HAVE_ONNX
 #include "frontend/onnx_int.h"
+#include "frontend/window.h"
 
 static DType dt_of(Cv *c, int id) { return cv_type(c, id).dt; }
 static int scalar_like(Cv *c, double v, int like) { return cv_scalar(c, v, dt_of(c, like)); }
@@ -823,12 +824,7 @@ static bool conv_global_pool(Cv *c)
     int x = cv_in(c, 0);
     if (x < 0)
         return false;
-    int rank = cv_type(c, x).rank;
-    int64_t axes[COIL_MAX_RANK];
-    int n = 0;
-    for (int i = 2; i < rank; i++)
-        axes[n++] = i;
-    c->out[0] = reduce(c, c->row->op, x, axes, n, true);
+    c->out[0] = window_global_pool(cv_b(c), NULL, c->row->op, x);
     return true;
 }
 

@@ -7,6 +7,7 @@
 
 #ifdef COIL_HAVE_ONNX
 #include "frontend/onnx_int.h"
+#include "frontend/window.h"
 
 /* ---------------------------------------------------------------- reshapes */
 
@@ -957,67 +958,19 @@ bool conv_one_hot(Cv *c)
 
 /* ---------------------------------------------------------------- padding */
 
-/* The part of x before (side 0) or after (side 1) axis that a pad of `count` adds. */
-static int pad_part(Cv *c, int x, int axis, int64_t count, int side, const char *mode, int value)
-{
-    Type t = cv_type(c, x);
-    int64_t len = t.dim[axis].k;
-    if (strcmp(mode, "constant") == 0) {
-        t.dim[axis] = dim_static(count);
-        return b_expand(cv_b(c), cv_reshape(c, value, 0, NULL), &t);
-    }
-    if (strcmp(mode, "edge") == 0) {
-        int edge = side ? b_slice(cv_b(c), x, axis, len - 1, len, 1) : b_slice(cv_b(c), x, axis, 0, 1, 1);
-        t.dim[axis] = dim_static(count);
-        return b_expand(cv_b(c), edge, &t);
-    }
-    if (strcmp(mode, "wrap") == 0)
-        return side ? b_slice(cv_b(c), x, axis, 0, count, 1)
-                    : b_slice(cv_b(c), x, axis, len - count, len, 1);
-    /* reflect: the mirror image without the edge element */
-    int part = side ? b_slice(cv_b(c), x, axis, len - 1 - count, len - 1, 1)
-                    : b_slice(cv_b(c), x, axis, 1, count + 1, 1);
-    return cv_reverse(c, part, axis);
-}
-
-static bool pad_axis(Cv *c, int *x, int axis, int64_t before, int64_t after, const char *mode,
-                     int value)
-{
-    Type t = cv_type(c, *x);
-    if (!before && !after)
-        return true;
-    if (!dim_is_static(t.dim[axis]))
-        return cv_unsupported(c, "padding a symbolic axis");
-    int64_t len = t.dim[axis].k;
-    bool reflect = strcmp(mode, "reflect") == 0, wrap = strcmp(mode, "wrap") == 0;
-    if ((reflect && (before >= len || after >= len)) || (wrap && (before > len || after > len)) ||
-        (strcmp(mode, "edge") == 0 && len == 0))
-        return cv_unsupported(c, "%s padding wider than the axis", mode);
-    if (before < 0 || after < 0) { /* negative pads crop */
-        *x = b_slice(cv_b(c), *x, axis, before < 0 ? -before : 0, after < 0 ? len + after : len, 1);
-        return pad_axis(c, x, axis, before > 0 ? before : 0, after > 0 ? after : 0, mode, value);
-    }
-    int parts[3], n = 0;
-    if (before)
-        parts[n++] = pad_part(c, *x, axis, before, 0, mode, value);
-    parts[n++] = *x;
-    if (after)
-        parts[n++] = pad_part(c, *x, axis, after, 1, mode, value);
-    *x = b_concat(cv_b(c), parts, n, axis);
-    return *x >= 0;
-}
-
 bool conv_pad(Cv *c)
 {
-    int x = cv_in(c, 0), np, na;
+    static const char *const modes[] = {"constant", "reflect", "edge", "wrap"}; /* PadMode's order */
+    int x = cv_in(c, 0), np, na, mode = 0;
     int64_t pads[ONNX_MAX_LIST], axes[ONNX_MAX_LIST];
-    char mode[32];
-    cv_str(c, "mode", "constant", mode, sizeof mode);
+    char name[32];
+    cv_str(c, "mode", "constant", name, sizeof name);
     if (x < 0 || !cv_ints(c, 1, "pads", pads, &np) || !cv_ints(c, 3, NULL, axes, &na))
         return false;
-    if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge") &&
-        strcmp(mode, "wrap"))
-        return cv_unsupported(c, "mode '%s'", mode);
+    while (mode < 4 && strcmp(name, modes[mode]))
+        mode++;
+    if (mode == 4)
+        return cv_unsupported(c, "mode '%s'", name);
     Type t = cv_type(c, x);
     if (na < 0) {
         na = t.rank;
@@ -1033,8 +986,7 @@ bool conv_pad(Cv *c)
     for (int i = 0; i < na && x >= 0; i++) {
         int a;
         axis_norm(axes[i], t.rank, &a);
-        if (!pad_axis(c, &x, a, pads[i], pads[i + na], mode, value))
-            return false;
+        x = window_pad(cv_b(c), NULL, x, a, pads[i], pads[i + na], (PadMode)mode, value);
     }
     c->out[0] = x;
     return x >= 0;
@@ -1085,7 +1037,7 @@ bool conv_lrn(Cv *c)
         return cv_invalid(c, "needs x[N, C, ...] with a static C and size >= 1");
     int64_t ch = t.dim[1].k, before = (size - 1) / 2, after = size - 1 - before;
     int sq = cv_bin(c, OP_MUL, x, x), zero = cv_scalar(c, 0, t.dt);
-    if (!pad_axis(c, &sq, 1, before, after, "constant", zero))
+    if ((sq = window_pad(cv_b(c), NULL, sq, 1, before, after, PAD_CONSTANT, zero)) < 0)
         return false;
     int64_t dims[2] = {ch, size};
     double *idx = malloc((size_t)(ch * size) * sizeof *idx);
@@ -1133,9 +1085,9 @@ bool conv_center_crop_pad(Cv *c)
         int64_t len = now.dim[a].k, want = shape[i];
         if (want < len)
             x = b_slice(cv_b(c), x, a, (len - want) / 2, (len - want) / 2 + want, 1);
-        else if (want > len && !pad_axis(c, &x, a, (want - len) / 2, want - len - (want - len) / 2,
-                                         "constant", zero))
-            return false;
+        else if (want > len)
+            x = window_pad(cv_b(c), NULL, x, a, (want - len) / 2, want - len - (want - len) / 2,
+                           PAD_CONSTANT, zero);
     }
     c->out[0] = x;
     return x >= 0;
