@@ -7,13 +7,6 @@
 
 #include "frontend/eval.h"
 
-/* A builtin's arguments, bound to its parameter list. */
-typedef struct BArgs {
-    Value v[BI_MAX];
-    Loc loc[BI_MAX];
-    bool given[BI_MAX];
-} BArgs;
-
 /* Most builtins give one value; split gives several. Both run with L->b.loc at the call. */
 typedef bool (*BuiltinFn)(Lower *L, Loc loc, const BArgs *a, Value *out);
 typedef bool (*BuiltinMulti)(Lower *L, Loc loc, const BArgs *a, Value *out, int max, int *n);
@@ -79,7 +72,7 @@ bool apply_op(Lower *L, Loc loc, int op, const Value *args, int nargs, const Att
 
 /* ---------------------------------------------------------------- attributes */
 
-static bool int_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, int64_t **out)
+bool int_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, int64_t **out)
 {
     if (v->kind == V_INT) {
         *n = 1;
@@ -283,7 +276,7 @@ static bool reshape_to(Lower *L, Loc loc, int x, const Type *t, int *out)
     return true;
 }
 
-static bool arg_tensor(Lower *L, const BArgs *a, int i, const char *name, int *id)
+bool arg_tensor(Lower *L, const BArgs *a, int i, const char *name, int *id)
 {
     char what[64];
     snprintf(what, sizeof what, "argument '%s'", name);
@@ -993,6 +986,12 @@ static const struct {
     {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
     {{"batch_norm", 7, 3, {"x", "running_mean", "running_var", "weight", "bias", "momentum", "eps"}},
      bi_batch_norm, NULL},
+    {{"max_pool", 6, 2, {"x", "kernel", "stride", "padding", "dilation", "ceil_mode"}}, bi_max_pool, NULL},
+    {{"avg_pool", 6, 2, {"x", "kernel", "stride", "padding", "ceil_mode", "count_include_pad"}},
+     bi_avg_pool, NULL},
+    {{"global_avg_pool", 1, 1, {"x"}}, bi_global_avg_pool, NULL},
+    {{"global_max_pool", 1, 1, {"x"}}, bi_global_max_pool, NULL},
+    {{"pad", 4, 2, {"x", "pads", "mode", "value"}}, bi_pad, NULL},
 };
 
 enum { NBUILTIN = sizeof builtins / sizeof builtins[0] };

@@ -103,4 +103,22 @@ bool record_buffer_update(Lower *L, Loc loc, int buffer, int value);
 bool call_builtin(Lower *L, const Expr *call, Value *out, int max, int *n);
 bool call_ir_op(Lower *L, int op, const Expr *call, Value *out);
 
+/* A builtin form's arguments, bound to its parameter list (builtins.c's table). */
+typedef struct BArgs {
+    Value v[BI_MAX];
+    Loc loc[BI_MAX];
+    bool given[BI_MAX];
+} BArgs;
+/* Argument i as a tensor; `name` names it in the message. */
+bool arg_tensor(Lower *L, const BArgs *a, int i, const char *name, int *id);
+/* An integer, or a list of them, as *n integers in the lowering's arena. */
+bool int_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, int64_t **out);
+
+/* pooling.c: the pooling and padding forms (loc: the call) */
+bool bi_max_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
+bool bi_avg_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
+bool bi_global_avg_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
+bool bi_global_max_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
+bool bi_pad(Lower *L, Loc loc, const BArgs *a, Value *out);
+
 #endif

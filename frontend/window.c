@@ -171,9 +171,12 @@ int window_gather(Builder *b, int x, const Window *w, double pad_value)
     Type t;
     if (!b_type_of(b, x, &t))
         return -1;
-    int v = b_scalar(b, pad_value, t.dt);
+    int v = -1;
     for (int i = 0; i < w->n; i++)
-        x = window_pad(b, w->what, x, 2 + i, w->pad0[i], w->pad1[i] + w->extra[i], PAD_CONSTANT, v);
+        if (w->pad0[i] || w->pad1[i] + w->extra[i]) {
+            v = v < 0 ? b_scalar(b, pad_value, t.dt) : v;
+            x = window_pad(b, w->what, x, 2 + i, w->pad0[i], w->pad1[i] + w->extra[i], PAD_CONSTANT, v);
+        }
     for (int i = 0; i < w->n && x >= 0; i++) {
         int64_t dims[2] = {w->out[i], w->k[i]}, count = dims[0] * dims[1];
         double *idx = malloc((size_t)(count ? count : 1) * sizeof *idx);

@@ -1,5 +1,5 @@
 /* window.h — sliding windows and padding on the IR builder, shared by the .coil pool and pad
- * builtins (pool.c) and the ONNX importer (pools, Pad, the convolutions' geometry). */
+ * builtins (pooling.c) and the ONNX importer (pools, Pad, the convolutions' geometry). */
 #ifndef COIL_FRONTEND_WINDOW_H
 #define COIL_FRONTEND_WINDOW_H
 

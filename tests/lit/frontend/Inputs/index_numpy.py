@@ -1,10 +1,11 @@
 # Runs index.coil (or index-symbolic.coil) with coil run on known inputs and compares each output with numpy's
 # indexing of the same inputs; prints one line that FileCheck matches, or exits 1.
-import os, subprocess, sys
+import os, sys
 import numpy as np
 
+import coil_run
+
 coil, model, out = sys.argv[1], sys.argv[2], sys.argv[3]
-os.makedirs(out, exist_ok=True)
 if os.path.basename(model) == "index-symbolic.coil":  # s: f32[B, T, 4] at B=2, T=5
     s = np.arange(40, dtype=np.float32).reshape(2, 5, 4)
     inputs = {"s": s}
@@ -16,14 +17,6 @@ else:
     inputs = {"x": x, "s": s}
     want = {"a": x[:, 0], "b": x[..., :2], "c": x[1:3], "d": x[:, ::2], "e": x[-1, -2],
             "f": x[:, -4:-1:2], "g": s[:, 1:4]}
-args = [coil, "run", model, "--out", out]
-for name, value in inputs.items():
-    np.save(os.path.join(out, name + ".npy"), value)
-    args += ["--input", "%s=%s" % (name, os.path.join(out, name + ".npy"))]
-subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-for name, w in want.items():
-    got = np.load(os.path.join(out, name + ".npy"))
-    if got.shape != w.shape or not np.array_equal(got, w):
-        print("output %s: got %s %s, want %s %s" % (name, got.shape, got.ravel()[:8], w.shape, w.ravel()[:8]))
-        sys.exit(1)
+coil_run.run(coil, model, out, inputs)
+coil_run.check(out, want)
 print("all %d outputs equal numpy's indexing" % len(want))

@@ -1,0 +1,156 @@
+/* pooling.c — the .coil pooling and padding forms with PyTorch's arguments, defaults and checks
+ * (F.max_pool1d/2d/3d, F.avg_pool*, adaptive pooling to 1, F.pad), lowered through window.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/eval.h"
+#include "frontend/window.h"
+
+/* Argument slots of max_pool and avg_pool (builtins.c's table): four shared, then each's. */
+enum { POOL_X, POOL_KERNEL, POOL_STRIDE, POOL_PADDING };
+enum { MAX_DILATION = 4, MAX_CEIL_MODE, AVG_CEIL_MODE = 4, AVG_INCLUDE_PAD };
+
+/* window.c's check that failed, as the diagnostic at the call. */
+static bool window_failed(Lower *L)
+{
+    Value v;
+    return built(L, -1, &v);
+}
+
+/* Argument i with one entry per spatial axis: a number for every axis, or a list of one or
+ * n (torch's int or tuple); def when absent. */
+static bool per_axis(Lower *L, const char *op, const BArgs *a, int i, const char *name, int n,
+                     const int64_t *def, int64_t *out)
+{
+    if (!a->given[i]) {
+        memcpy(out, def, sizeof *out * (size_t)n);
+        return true;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", op, name);
+    int got;
+    int64_t *v;
+    if (!int_list(L, a->loc[i], &a->v[i], what, &got, &v))
+        return false;
+    if (got != 1 && got != n)
+        return fail(L, a->loc[i], "%s has %d entries for %d spatial axes; give one number for "
+                    "every axis or one per axis", what, got, n);
+    for (int k = 0; k < n; k++)
+        out[k] = v[got == 1 ? 0 : k];
+    return true;
+}
+
+static bool bool_arg(Lower *L, const char *op, const BArgs *a, int i, const char *name, bool *out)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", op, name);
+    return !a->given[i] || want_bool(L, a->loc[i], &a->v[i], what, out);
+}
+
+/* A pool's window over x: kernel, stride (the kernel's when absent), padding on both sides,
+ * dilation (slot dil; -1: none, as avg_pool) and ceil_mode (slot ceil); torch allows at most
+ * half the kernel of padding, so that every window holds an input element. */
+static bool pool_window(Lower *L, const char *op, const BArgs *a, int dil, int ceil, int *x, Window *w)
+{
+    static const int64_t zeros[WINDOW_MAX_SPATIAL], ones[WINDOW_MAX_SPATIAL] = {1, 1, 1};
+    int64_t pad[WINDOW_MAX_SPATIAL];
+    bool ceil_mode = false;
+    if (!arg_tensor(L, a, POOL_X, "x", x))
+        return false;
+    Type t = L->g->node[*x].type;
+    if (!window_init(&L->b, op, &t, w))
+        return window_failed(L);
+    if (!per_axis(L, op, a, POOL_KERNEL, "kernel", w->n, ones, w->k) ||
+        !per_axis(L, op, a, POOL_STRIDE, "stride", w->n, w->k, w->stride) ||
+        !per_axis(L, op, a, POOL_PADDING, "padding", w->n, zeros, pad) ||
+        (dil >= 0 && !per_axis(L, op, a, dil, "dilation", w->n, ones, w->dil)) ||
+        !bool_arg(L, op, a, ceil, "ceil_mode", &ceil_mode))
+        return false;
+    for (int i = 0; i < w->n; i++)
+        w->pad0[i] = w->pad1[i] = pad[i];
+    if (!window_size(&L->b, w, ceil_mode))
+        return window_failed(L);
+    for (int i = 0; i < w->n; i++)
+        if (pad[i] > w->k[i] / 2)
+            return fail(L, a->loc[POOL_PADDING], "%s: padding %lld on spatial axis %d is more than "
+                        "half the kernel (%lld), which PyTorch does not allow; pad x with pad() "
+                        "first", op, (long long)pad[i], i, (long long)w->k[i]);
+    return true;
+}
+
+/* max_pool(x, kernel, stride=kernel, padding=0, dilation=1, ceil_mode=false) */
+bool bi_max_pool(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x;
+    Window w;
+    if (!pool_window(L, "max_pool", a, MAX_DILATION, MAX_CEIL_MODE, &x, &w))
+        return false;
+    L->b.loc = loc;
+    return built(L, window_max_pool(&L->b, x, &w), out);
+}
+
+/* avg_pool(x, kernel, stride=kernel, padding=0, ceil_mode=false, count_include_pad=true) */
+bool bi_avg_pool(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x;
+    Window w;
+    bool include_pad = true;
+    if (!pool_window(L, "avg_pool", a, -1, AVG_CEIL_MODE, &x, &w) ||
+        !bool_arg(L, "avg_pool", a, AVG_INCLUDE_PAD, "count_include_pad", &include_pad))
+        return false;
+    const Type *t = &L->g->node[x].type;
+    char tb[256];
+    if (!dtype_info[t->dt].is_float)
+        return fail(L, a->loc[POOL_X], "avg_pool: x %s is not floating point; cast it first",
+                    type_fmt(L->g, t, tb, sizeof tb));
+    L->b.loc = loc;
+    return built(L, window_avg_pool(&L->b, x, &w, include_pad), out);
+}
+
+static bool global_pool(Lower *L, Loc loc, const BArgs *a, const char *op, int code, Value *out)
+{
+    int x;
+    if (!arg_tensor(L, a, 0, "x", &x))
+        return false;
+    L->b.loc = loc;
+    return built(L, window_global_pool(&L->b, op, code, x), out);
+}
+
+bool bi_global_avg_pool(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    return global_pool(L, loc, a, "global_avg_pool", OP_MEAN, out);
+}
+
+bool bi_global_max_pool(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    return global_pool(L, loc, a, "global_max_pool", OP_MAX, out);
+}
+
+/* pad(x, pads, mode="constant", value=0): torch's F.pad, pads in pairs from the last axis
+ * back ([left, right, top, bottom, ...]); negative pads cut. */
+bool bi_pad(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    static const char *const modes[] = {"constant", "reflect", "replicate", "circular"}; /* PadMode's order */
+    int x, n, mode = 0, value = -1;
+    int64_t *pads;
+    if (!arg_tensor(L, a, 0, "x", &x) || !int_list(L, a->loc[1], &a->v[1], "pad: pads", &n, &pads))
+        return false;
+    while (a->given[2] && a->v[2].kind == V_STR && mode < 4 && strcmp(a->v[2].s, modes[mode]))
+        mode++;
+    if (a->given[2] && (a->v[2].kind != V_STR || mode == 4))
+        return fail(L, a->loc[2], "pad: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\"");
+    Type t = L->g->node[x].type;
+    char tb[256];
+    if (n % 2 || n > 2 * t.rank)
+        return fail(L, a->loc[1], "pad: %d pads for x %s; give two per padded axis, the last axis "
+                    "first ([left, right, top, bottom, ...])", n, type_fmt(L->g, &t, tb, sizeof tb));
+    if (a->given[3] && mode != PAD_CONSTANT)
+        return fail(L, a->loc[3], "pad: value applies only to mode \"constant\"");
+    Value zero = v_int(0);
+    if (mode == PAD_CONSTANT && !as_tensor(L, a->loc[3], a->given[3] ? &a->v[3] : &zero, t.dt, &value))
+        return false;
+    L->b.loc = loc;
+    for (int i = 0; i < n / 2 && x >= 0; i++)
+        x = window_pad(&L->b, "pad", x, t.rank - 1 - i, pads[2 * i], pads[2 * i + 1], (PadMode)mode, value);
+    return built(L, x, out);
+}
