@@ -109,7 +109,7 @@ $coil launch --nproc 2 --max-restarts 2 -- sh -c 'if [ "$TORCHELASTIC_RESTART_CO
     [ "$RANK" = 1 ]; then (while [ ! -e "$1/checkpoint.safetensors" ]; do sleep 0.02; done;
     kill -9 $$) & fi; shift; exec "$@"' sh "$tmp/again" $coil train $long --save "$tmp/again" \
     --auto-resume --dp-timeout 20 > "$tmp/again.out" 2>&1
-grep 'restarting the job (restart 1 of 2)' "$tmp/again.out"
+grep 'restarting the job (restart 1 of 2)' "$tmp/again.out" || { cat "$tmp/again.out"; exit 1; }
 cmp "$tmp/whole/checkpoint.safetensors" "$tmp/again/checkpoint.safetensors"
 
 echo "== coil launch: one rank failing ends the job with its status"
