@@ -198,10 +198,19 @@ static TrainOptions char_model(int64_t steps, const char *save, bool resume)
  * ends between 2.70 and 2.78 (the mean of its last 20 steps) with either of two exact
  * embedding gradients (a one-hot GEMM, index_add), and this run at 2.72 and 2.84. */
 #define LEARNED 2.95
+/* Under the sanitizers (make test-asan) the same loop for 60 steps, where the loss must
+ * only fall by a nat: what they check is memory, and 60 steps run every path 400 do. */
+#ifdef __SANITIZE_ADDRESS__
+#define LEARN_STEPS 60
+#define LEARNED_BY(first) ((first) - 1)
+#else
+#define LEARN_STEPS 400
+#define LEARNED_BY(first) LEARNED
+#endif
 static void test_learns(void)
 {
     Graph *g = load(chars, 5);
-    TrainOptions o = char_model(400, NULL, false);
+    TrainOptions o = char_model(LEARN_STEPS, NULL, false);
     TrainResult r;
     Err e = {0};
     bool ok = g && train_run(g, &o, &r, &e);
@@ -210,7 +219,7 @@ static void test_learns(void)
         fprintf(stderr, "train_run: %s\n", e.msg);
     printf("char-level GPT-2 on GPL-3: loss %.3f -> %.3f (mean of the last %d steps) in %lld "
            "steps, %.2f s\n", r.first_loss, r.tail_loss, TRAIN_TAIL, (long long)r.steps, r.seconds);
-    CHECK(ok && r.first_loss > 5 && r.tail_loss < LEARNED);
+    CHECK(ok && r.first_loss > 5 && r.tail_loss < LEARNED_BY(r.first_loss));
     graph_free(g);
 }
 
