@@ -189,9 +189,37 @@ void coil_free(coil_model *model)
     free(model);
 }
 
-/* The caller's options as the loaders' (checked: a NULL override would crash them). */
-static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error *err)
+/* The loaders' options and the inputs fixed at load they point at. */
+typedef struct LoadOptions {
+    ModelOptions mo;
+    ModelConstant constants[COIL_MAX_CONSTANTS];
+} LoadOptions;
+
+/* coil_options' constants as the loaders' (views of the caller's tensors). */
+static bool load_constants(const coil_options *opt, LoadOptions *lo, coil_error *err)
 {
+    int n = opt->nconstants;
+    if (n < 0 || n > COIL_MAX_CONSTANTS || (n > 0 && (!opt->constant_names || !opt->constants)))
+        return api_fail(err, COIL_ERR_USAGE, "coil_options: %d constants (at most %d) with names "
+                        "%s and tensors %s", n, COIL_MAX_CONSTANTS,
+                        opt->constant_names ? "set" : "NULL", opt->constants ? "set" : "NULL");
+    for (int i = 0; i < n; i++) {
+        const char *name = opt->constant_names[i];
+        if (!name)
+            return api_fail(err, COIL_ERR_USAGE, "coil_options: constant %d has no name", i);
+        lo->constants[i].name = name;
+        if (!api_tensor_view(&opt->constants[i], "coil_options: constant", name,
+                             &lo->constants[i].value, err))
+            return false;
+    }
+    lo->mo.constants = lo->constants, lo->mo.nconstants = n;
+    return true;
+}
+
+/* The caller's options as the loaders' (checked: a NULL override would crash them). */
+static bool model_options(const coil_options *opt, LoadOptions *lo, coil_error *err)
+{
+    ModelOptions *mo = &lo->mo;
     *mo = (ModelOptions){0};
     if (!opt)
         return true;
@@ -209,8 +237,9 @@ static bool model_options(const coil_options *opt, ModelOptions *mo, coil_error 
                     device_names());
     if (!api_options_check(opt, err))
         return false;
-    *mo = (ModelOptions){opt->overrides, opt->noverrides, opt->training, opt->seed};
-    return true;
+    *mo = (ModelOptions){.set = opt->overrides, .nset = opt->noverrides,
+                         .training = opt->training, .seed = opt->seed};
+    return load_constants(opt, lo, err);
 }
 
 coil_model *api_model_from_graph(Graph *g, const coil_options *opt, Err *e, coil_error *err)
@@ -259,7 +288,8 @@ coil_model *coil_load(const char *path, const coil_options *opt, coil_error *err
 coil_model *coil_load_sized(const char *path, const coil_options *given, coil_error *err,
                             size_t size)
 {
-    ModelOptions mo;
+    LoadOptions lo;
+    const ModelOptions *mo = &lo.mo;
     Err e = {0};
     coil_options o;
     api_err_clear(err);
@@ -270,11 +300,11 @@ coil_model *coil_load_sized(const char *path, const coil_options *given, coil_er
         api_fail(err, COIL_ERR_USAGE, "coil_load: the path is NULL");
         return NULL;
     }
-    if (!model_options(opt, &mo, err))
+    if (!model_options(opt, &lo, err))
         return NULL;
     if (package_is(path))
         return load_package(path, opt, err);
-    return api_model_from_graph(model_load(path, &mo, &e), opt, &e, err);
+    return api_model_from_graph(model_load(path, mo, &e), opt, &e, err);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -306,7 +336,8 @@ coil_model *coil_load_text(const char *name, const char *text, size_t len,
 coil_model *coil_load_text_sized(const char *name, const char *text, size_t len,
                                  const coil_options *given, coil_error *err, size_t size)
 {
-    ModelOptions mo;
+    LoadOptions lo;
+    const ModelOptions *mo = &lo.mo;
     Err e = {0};
     coil_options o;
     api_err_clear(err);
@@ -318,13 +349,18 @@ coil_model *coil_load_text_sized(const char *name, const char *text, size_t len,
         api_fail(err, COIL_ERR_USAGE, "coil_load_text: %s: the text is NULL but len is %zu", name, len);
         return NULL;
     }
-    if (!model_options(opt, &mo, err))
+    if (!model_options(opt, &lo, err))
         return NULL;
+    if (mo->nconstants > 0) {
+        api_fail(err, COIL_ERR_USAGE, "coil_options: input '%s' fixed at load: only an ONNX "
+                 "model's inputs can be, and %s is text", mo->constants[0].name, name);
+        return NULL;
+    }
     if (ends_with(name, ".coil"))
-        return api_model_from_graph(compile_text(name, text ? text : "", len, &mo, &e), opt, &e, err);
-    if (mo.nset > 0) {
+        return api_model_from_graph(compile_text(name, text ? text : "", len, mo, &e), opt, &e, err);
+    if (mo->nset > 0) {
         api_fail(err, COIL_ERR_INPUT, "override %s: %s is IR text, which has no config constants "
-             "to set", mo.set[0], name);
+             "to set", mo->set[0], name);
         return NULL;
     }
     return api_model_from_graph(model_text_fault(ir_parse(text ? text : "", len, name, &e), &e), opt, &e, err);

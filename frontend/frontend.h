@@ -5,12 +5,22 @@
 
 #include "ir/ir.h"
 
+/* An input fixed at load: an ONNX model's graph input of this name becomes a constant
+ * holding value, as an initializer would, so the ops that need constant operands (a
+ * Reshape's shape, axes, scales) can read it; the model's inputs then lack it. */
+typedef struct ModelConstant {
+    const char *name;
+    Tensor value; /* read during the load only */
+} ModelConstant;
+
 /* How to load a model: config overrides given on the command line, and the mode. */
 typedef struct ModelOptions {
     const char *const *set; /* "name=value" strings (--set), in command-line order */
     int nset;
     bool training; /* dropout is active (the IR dropout op), else the identity */
     uint64_t seed; /* of dropout's Philox streams when training */
+    const ModelConstant *constants; /* ONNX only (else an error): inputs fixed at load */
+    int nconstants;
 } ModelOptions;
 
 /* Load by extension: .cir -> ir_parse_file, .coil -> coil_frontend_load, .onnx ->

@@ -59,6 +59,11 @@ Graph *model_load(const char *path, const ModelOptions *opt, Err *e)
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const char *ext = strrchr(base, '.') ? strrchr(base, '.') : "";
+    if (opt && opt->nconstants > 0 && strcmp(ext, ".onnx") != 0) {
+        err_set(e, ERR_USAGE, "%s: input '%s' fixed at load: only an ONNX model's inputs can "
+                "be (give this model's inputs when it runs)", path, opt->constants[0].name);
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof model_formats / sizeof model_formats[0]; i++)
         if (strcmp(ext, model_formats[i].ext) == 0)
             return model_text_fault(model_formats[i].load(path, opt, e), e);

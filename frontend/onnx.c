@@ -442,10 +442,66 @@ static bool is_initializer(const Onnx__GraphProto *gp, const char *name)
     return false;
 }
 
-/* Initializers become constants (an input with an initializer too is that constant);
- * the other graph inputs become coil inputs, in order. */
+/* The caller's value fixing graph input `name` at load, or NULL. */
+static const ModelConstant *constant_named(const Onnx *o, const char *name)
+{
+    for (int i = 0; o->opt && i < o->opt->nconstants; i++)
+        if (strcmp(o->opt->constants[i].name, name) == 0)
+            return &o->opt->constants[i];
+    return NULL;
+}
+
+/* Graph input vi fixed to c's value, which must fit its declared type (a symbolic
+ * dimension takes any size). */
+static bool constant_input(Onnx *o, const Onnx__ValueInfoProto *vi, const ModelConstant *c)
+{
+    Type t;
+    if (!declared_type(o, "input", vi, &t))
+        return false;
+    const Tensor *x = &c->value;
+    bool fits = x->dt == t.dt && x->rank == t.rank;
+    for (int d = 0; fits && d < t.rank; d++)
+        fits = !dim_is_static(t.dim[d]) || t.dim[d].k == x->shape[d];
+    if (!fits) {
+        char want[256], got[256];
+        err_set(o->e, ERR_SHAPE, "%s: input '%s' fixed at load to a %s, but it is declared %s",
+                o->path, vi->name, tensor_fmt(x, got, sizeof got), type_fmt(o->g, &t, want, sizeof want));
+        return false;
+    }
+    OnnxValue *v = onnx_value_add(o, vi->name);
+    v->type = type_make(x->dt, x->rank, x->shape);
+    v->numel = tensor_numel(x);
+    v->data = malloc((size_t)(v->numel ? v->numel : 1) * sizeof *v->data);
+    if (!v->data)
+        abort();
+    for (int64_t i = 0; i < v->numel; i++)
+        v->data[i] = dtype_load(x->dt, x->data, i);
+    return true;
+}
+
+/* Every input fixed at load must be one of the graph's. */
+static bool constants_known(Onnx *o, const Onnx__GraphProto *gp)
+{
+    for (int c = 0; o->opt && c < o->opt->nconstants; c++) {
+        bool found = false;
+        for (size_t i = 0; i < gp->n_input && !found; i++)
+            found = strcmp(gp->input[i]->name, o->opt->constants[c].name) == 0;
+        if (!found) {
+            err_set(o->e, ERR_USAGE, "%s: input '%s' fixed at load, but the model has no input "
+                    "of that name", o->path, o->opt->constants[c].name);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Initializers become constants (an input with an initializer too is that constant), as
+ * do the inputs the caller fixed at load; the other graph inputs become coil inputs, in
+ * order. */
 static bool define_inputs(Onnx *o, const Onnx__GraphProto *gp)
 {
+    if (!constants_known(o, gp))
+        return false;
     if (gp->n_sparse_initializer) {
         err_set(o->e, ERR_UNSUPPORTED, "%s: sparse initializers are not supported", o->path);
         return false;
@@ -459,6 +515,12 @@ static bool define_inputs(Onnx *o, const Onnx__GraphProto *gp)
         Type t;
         if (is_initializer(gp, gp->input[i]->name))
             continue;
+        const ModelConstant *c = constant_named(o, gp->input[i]->name);
+        if (c) {
+            if (!constant_input(o, gp->input[i], c))
+                return false;
+            continue;
+        }
         if (!declared_type(o, "input", gp->input[i], &t))
             return false;
         onnx_value_add(o, gp->input[i]->name)->id = b_input(&o->b, gp->input[i]->name, &t);
@@ -833,7 +895,7 @@ Graph *onnx_load(const char *path, const ModelOptions *opt, Err *e)
     Onnx__ModelProto *m = model_read(path, e);
     if (!m)
         return NULL;
-    Onnx o = {.path = path, .e = e};
+    Onnx o = {.path = path, .opt = opt, .e = e};
     Graph *g = check_opset(&o, m) && check_names(&o, m->graph) ? convert_graph(&o, m->graph) : NULL;
     values_free(&o);
     onnx__model_proto__free_unpacked(m, NULL);

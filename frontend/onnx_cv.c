@@ -94,9 +94,14 @@ const double *cv_const(Cv *c, size_t i, int64_t *numel)
 
 bool cv_need_const(const Cv *c, size_t i)
 {
+    const char *name = cv_has(c, i) ? c->node->input[i] : "";
+    const Node *n = name[0] && onnx_value(c->o, name) && onnx_value(c->o, name)->id >= 0
+                        ? &c->o->g->node[onnx_value(c->o, name)->id] : NULL;
+    bool input = n && n->op == OP_INPUT; /* the caller can fix it at load */
     return cv_unsupported(c, "operand %zu ('%s') must be a constant (an initializer, a Constant "
-                          "node, or computable from them): coil needs it when it compiles", i,
-                          cv_has(c, i) ? c->node->input[i] : "");
+                          "node, or computable from them): coil needs it when it compiles%s%s%s",
+                          i, name, input ? "; or fix the graph input at load: `--const " : "",
+                          input ? name : "", input ? "=FILE.npy` (coil_options.constants)" : "");
 }
 
 bool cv_ints(Cv *c, size_t i, const char *attr, int64_t *out, int *n)

@@ -25,6 +25,7 @@ typedef struct OnnxValue {
 
 typedef struct Onnx {
     const char *path;
+    const ModelOptions *opt; /* the caller's (inputs fixed at load), or NULL */
     Graph *g;
     Builder b;
     Err *e;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "frontend/frontend.h"
+#include "io/npy.h"
 #include "io/package.h"
 #include "passes/passes.h"
 #include "runtime/device.h"
@@ -158,10 +159,11 @@ int parse_args(const Command *cmd, const Flag *flags, int nflags, int argc, char
 bool args_init(Args *a, int argc)
 {
     memset(a, 0, sizeof *a);
-    char **items = calloc(3 * (size_t)(argc + 1), sizeof *items);
+    char **items = calloc(4 * (size_t)(argc + 1), sizeof *items);
     a->input.item = items;
     a->set.item = items ? items + argc + 1 : NULL;
     a->dim.item = items ? items + 2 * (argc + 1) : NULL;
+    a->consts.item = items ? items + 3 * (argc + 1) : NULL;
     return items != NULL;
 }
 
@@ -229,6 +231,8 @@ int check_model_args(const Command *cmd, const Args *a, SymSize *sizes)
         rc = check_pairs(cmd, "--set", &a->set);
     if (rc == EXIT_OK)
         rc = check_pairs(cmd, "--input", &a->input);
+    if (rc == EXIT_OK)
+        rc = check_pairs(cmd, "--const", &a->consts);
     if (rc == EXIT_OK)
         rc = check_pairs(cmd, "--dim", &a->dim);
     if (rc == EXIT_OK)
@@ -335,12 +339,40 @@ static bool not_a_directory(const char *path, Err *e)
     return false;
 }
 
+/* --const NAME=FILE.npy: the inputs fixed at load, read into c[0..n). */
+static bool read_constants(const Args *a, ModelConstant *c, Err *e)
+{
+    for (int i = 0; i < a->consts.n; i++) {
+        const char *file;
+        size_t len;
+        if (!split_pair(a->consts.item[i], &len, &file)) {
+            err_set(e, ERR_USAGE, "--const %s: expected NAME=FILE.npy", a->consts.item[i]);
+            return false;
+        }
+        c[i].name = strndup(a->consts.item[i], len);
+        if (!c[i].name) {
+            err_set(e, ERR_MEMORY, "out of memory");
+            return false;
+        }
+        if (!npy_read(file, &c[i].value, e))
+            return false;
+    }
+    return true;
+}
+
 Graph *load_model(const Args *a, uint64_t seed, Err *e)
 {
     if (!not_a_directory(a->model, e))
         return NULL;
-    ModelOptions opt = {(const char *const *)a->set.item, a->set.n, a->train, seed};
-    return in_dtype(model_load(a->model, &opt, e), a, e);
+    ModelConstant c[a->consts.n + 1];
+    memset(c, 0, sizeof c);
+    ModelOptions opt = {.set = (const char *const *)a->set.item, .nset = a->set.n,
+                        .training = a->train, .seed = seed, .constants = c,
+                        .nconstants = a->consts.n};
+    Graph *g = read_constants(a, c, e) ? in_dtype(model_load(a->model, &opt, e), a, e) : NULL;
+    for (int i = 0; i < a->consts.n; i++)
+        free((char *)c[i].name), tensor_free(&c[i].value);
+    return g;
 }
 
 const Device *args_device(const Args *a) { return device_find(a->device); }

@@ -36,7 +36,7 @@ struct Args {
     const char *passes, *weights, *out, *seed, *format, *after, *threads, *batch, *runs,
         *warmup, *peak, *emit, *mode, *device, *arch, *cache, *report, *rng_step, *dtype,
         *trace;
-    List input, set, dim; /* "NAME=VALUE" strings */
+    List input, set, dim, consts; /* "NAME=VALUE" strings */
 };
 
 /* A flag and where its value goes: one of value (single), list (repeatable), on (no value). */
@@ -51,6 +51,7 @@ typedef struct Flag {
  * bench, autotune): sizes, overrides, seed, threads, fusion, the device, the tuning cache. */
 #define MODEL_FLAGS(a)                                                                     \
     {"--set", .list = &(a)->set}, {"--dim", .list = &(a)->dim},                            \
+        {"--const", .list = &(a)->consts},                                                 \
         {"--seed", .value = &(a)->seed}, {"--threads", .value = &(a)->threads},            \
         {"--no-fusion", .on = &(a)->no_fusion}, {"--device", .value = &(a)->device},       \
         {"--cache", .value = &(a)->cache}

@@ -178,6 +178,7 @@ static int cmd_dump(const Command *cmd, Args *a, int argc, char **argv)
 {
     DumpPlan plan = {0};
     const Flag flags[] = {{"--set", .list = &a->set},        {"--passes", .value = &a->passes},
+                          {"--const", .list = &a->consts},
                           {"--format", .value = &a->format}, {"--after", .value = &a->after},
                           {"--all", .on = &a->all},          {"--train", .on = &a->train},
                           {"--no-fusion", .on = &a->no_fusion},
@@ -283,6 +284,7 @@ static int check_json(const Graph *g, const Args *a, const SymBind *sb, Err *e)
 static int cmd_check(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {{"--set", .list = &a->set},
+                          {"--const", .list = &a->consts},
                           {"--dim", .list = &a->dim},
                           {"--params", .on = &a->params},
                           {"--no-fusion", .on = &a->no_fusion},
@@ -330,6 +332,9 @@ static const Command commands[] = {
      "  --dim NAME=N           size of symbolic dimension NAME for random inputs\n"
      "                         (default: from the given inputs, else 2)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --const NAME=FILE.npy  fix an ONNX model's input NAME at load to that value: a\n"
+     "                         constant the ops that need one (a Reshape's shape, axes)\n"
+     "                         can read; the model is specialised to it (repeatable)\n"
      "  --train                training mode: dropout is active, its masks drawn from\n"
      "                         the seed, and batch norm uses the batch's statistics, its\n"
      "                         running ones' new values outputs update.NAME (default:\n"
@@ -371,6 +376,9 @@ static const Command commands[] = {
      "  --warmup N             untimed runs first (default 3)\n"
      "  --peak GFLOPS          the machine's peak, instead of measuring it\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --const NAME=FILE.npy  fix an ONNX model's input NAME at load to that value: a\n"
+     "                         constant the ops that need one (a Reshape's shape, axes)\n"
+     "                         can read; the model is specialised to it (repeatable)\n"
      DTYPE_HELP
      "  --no-fusion            one kernel per op, no GEMM epilogues\n"
      "  --blas                 GEMMs on OpenBLAS (coil's portable GEMM in a build without\n"
@@ -407,6 +415,9 @@ static const Command commands[] = {
      "  --batch N              the batch size: the size of symbol B (default 2)\n"
      "  --dim NAME=N           size of another symbolic dimension (repeatable)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --const NAME=FILE.npy  fix an ONNX model's input NAME at load to that value: a\n"
+     "                         constant the ops that need one (a Reshape's shape, axes)\n"
+     "                         can read; the model is specialised to it (repeatable)\n"
      "  --threads N            threads (default: one per CPU); choices are per thread count\n"
      "  --report FILE.json     every candidate's configuration and time, as JSON\n"
      "  --cache FILE           the cache (default $COIL_CACHE_DIR/autotune.json, else\n"
@@ -584,6 +595,9 @@ static const Command commands[] = {
      "                         is always written)\n"
      "  --dim NAME=N           sizes for plan.json's offsets (repeatable)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --const NAME=FILE.npy  fix an ONNX model's input NAME at load to that value: a\n"
+     "                         constant the ops that need one (a Reshape's shape, axes)\n"
+     "                         can read; the model is specialised to it (repeatable)\n"
      DTYPE_HELP
      "                         (the package records it: `coil run DIR` runs in it)\n"
      "  --train                training mode: dropout is active, batch norm uses the\n"
@@ -613,6 +627,9 @@ static const Command commands[] = {
      "\n"
      "options:\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --const NAME=FILE.npy  fix an ONNX model's input NAME at load to that value: a\n"
+     "                         constant the ops that need one (a Reshape's shape, axes)\n"
+     "                         can read; the model is specialised to it (repeatable)\n"
      "  --dim NAME=N           size of symbolic dimension NAME (repeatable)\n"
      "  --params               also list every parameter: name, type, initializer\n"
      "  --no-fusion            plan memory for one kernel per op\n"
@@ -648,6 +665,9 @@ static const Command commands[] = {
      "  --all-nodes            dot: every node drawn, parameters and constants included,\n"
      "                         with no clusters (the graph node by node)\n"
      "  --set NAME=VALUE       override a config constant of a .coil model (repeatable)\n"
+     "  --const NAME=FILE.npy  fix an ONNX model's input NAME at load to that value: a\n"
+     "                         constant the ops that need one (a Reshape's shape, axes)\n"
+     "                         can read; the model is specialised to it (repeatable)\n"
      "  --train                training mode: dropout stays (else it is the identity),\n"
      "                         batch norm uses the batch's statistics and outputs the\n"
      "                         running ones' new values (update.NAME)\n"

@@ -198,6 +198,7 @@ int cmd_compile(const Command *cmd, Args *a, int argc, char **argv)
 {
     const Flag flags[] = {{"-o", .value = &a->out},         {"--emit", .value = &a->emit},
                           {"--dim", .list = &a->dim},       {"--set", .list = &a->set},
+                          {"--const", .list = &a->consts},
                           {"--train", .on = &a->train},     {"--no-fusion", .on = &a->no_fusion},
                           {"--device", .value = &a->device}, {"--arch", .value = &a->arch},
                           {"--mode", .value = &a->mode},    {"--dtype", .value = &a->dtype},

@@ -153,7 +153,17 @@ typedef struct coil_options {
     int ndims;
     bool profile;       /* time every step of compiled runs for coil_get_profile (a clock
                            read per step) */
+    const char *const *constant_names; /* inputs fixed at load, as `coil run --const`: an
+                           ONNX model's graph input of each name becomes a constant holding
+                           constants[i] (read during the load only), as an initializer would,
+                           so the ops that need constant operands (a Reshape's shape, axes,
+                           scales) can read it; the model's signature then lacks it. The
+                           model is specialised to those values. Other formats: usage error */
+    const coil_tensor *constants;
+    int nconstants;     /* at most COIL_MAX_CONSTANTS */
 } coil_options;
+
+#define COIL_MAX_CONSTANTS 64
 
 /* Load a model file: .cir (IR text) or .coil (the model language), by extension; or a
  * package directory that `coil compile` wrote, whose manifest and files are checked now

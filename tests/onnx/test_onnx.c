@@ -428,6 +428,58 @@ static void test_scatter_add_large(void)
     free(k);
 }
 
+/* A Reshape whose shape is a graph input: refused, the message naming --const; loaded
+ * with that input fixed at load, the signature lacks it and the run reshapes (compiled and
+ * interpreted); a value of another type, a name the model lacks and constants for a model
+ * that is not ONNX are errors. */
+static void test_fixed_inputs(void)
+{
+    static const char *in[] = {"x", "shape"};
+    static int64_t xdims[2] = {2, 6}, sdims[1] = {2}, ydims[2] = {3, 4}, shape[2] = {3, 4};
+    float x[12];
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)i * 0.5f;
+    Kit *k = calloc(1, sizeof *k);
+    kit_start(k, "fixed", 18);
+    kit_input(k, "x", 2, xdims, NULL);
+    k->ins[k->graph.n_input++] = kit_value(k, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1,
+                                           sdims, NULL);
+    kit_output(k, "y", 2, ydims, NULL);
+    kit_node(k, "Reshape", "reshape", 2, in, "y");
+    char path[512];
+    kit_save(k, "fixed.onnx", path, sizeof path);
+    coil_error err = {0};
+    CHECK(!coil_load(path, NULL, &err));
+    CHECK_ERR(err, COIL_ERR_UNSUPPORTED, "operand 1 ('shape') must be a constant",
+              "`--const shape=FILE.npy`");
+    const char *names[] = {"shape"}, *other[] = {"shape2"};
+    coil_tensor s = {COIL_I64, 1, {2}, shape}, wrong = {COIL_I64, 2, {1, 2}, shape};
+    for (int interp = 0; interp < 2; interp++) {
+        coil_options o = {.interpret = interp, .constant_names = names, .constants = &s,
+                          .nconstants = 1};
+        coil_model *m = coil_load(path, &o, &err);
+        CHECK_OK(m, err);
+        CHECK(coil_count(m, COIL_INPUT) == 1 && coil_find(m, COIL_INPUT, "shape") < 0);
+        coil_tensor t = {COIL_F32, 2, {2, 6}, x}, out = {0};
+        CHECK_OK(m && coil_run(m, &t, 1, &out, 1, &err), err);
+        CHECK(out.rank == 2 && out.shape[0] == 3 && out.shape[1] == 4 && out.data &&
+              memcmp(out.data, x, sizeof x) == 0);
+        coil_tensor_free(&out);
+        coil_free(m);
+    }
+    coil_options bad = {.constant_names = names, .constants = &wrong, .nconstants = 1};
+    CHECK(!coil_load(path, &bad, &err));
+    CHECK_ERR(err, COIL_ERR_SHAPE, "input 'shape' fixed at load to a i64[1,2]", "declared i64[2]");
+    bad = (coil_options){.constant_names = other, .constants = &s, .nconstants = 1};
+    CHECK(!coil_load(path, &bad, &err));
+    CHECK_ERR(err, COIL_ERR_USAGE, "input 'shape2' fixed at load, but the model has no input");
+    static const char cir[] = "graph @g(%x: f32[2]) -> (y: f32[2]) {\n  return %x\n}\n";
+    bad.constant_names = names;
+    CHECK(!coil_load_text("g.cir", cir, strlen(cir), &bad, &err));
+    CHECK_ERR(err, COIL_ERR_USAGE, "only an ONNX model's inputs can be");
+    free(k);
+}
+
 /* What torch.onnx writes for x.expand(-1, ...) and torch.arange(batch) on a symbolic batch:
  * Equal and Where over the shape vector [B, 3] (B never equals -1), the shape vector
  * reshaped to its own Shape, and Range to B. y[b, j] = x[b, j] + bias[j] + b. */
@@ -553,6 +605,7 @@ int main(void)
     test_symbolic_reshape();
     test_symbolic_expand_and_range();
     test_scatter_add_large();
+    test_fixed_inputs();
     test_errors();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -199,7 +199,7 @@ static void test_examples(void)
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         Err e = {0};
-        ModelOptions mo = {models[i].set, models[i].nset, false, 0};
+        ModelOptions mo = {.set = models[i].set, .nset = models[i].nset};
         Graph *g = model_load(models[i].path, &mo, &e);
         if (!g) {
             fprintf(stderr, "%s: %s\n", models[i].path, e.msg);
