@@ -38,13 +38,16 @@ class Options(ctypes.Structure):
                 ("interpret", ctypes.c_bool), ("threads", ctypes.c_int),
                 ("device", ctypes.c_char_p), ("mode", ctypes.c_char_p),
                 ("cache", ctypes.c_char_p), ("dims", ctypes.POINTER(DimSize)),
-                ("ndims", ctypes.c_int), ("profile", ctypes.c_bool)]
+                ("ndims", ctypes.c_int), ("profile", ctypes.c_bool),
+                ("constant_names", ctypes.POINTER(ctypes.c_char_p)),
+                ("constants", ctypes.POINTER(Tensor)), ("nconstants", ctypes.c_int)]
 
 
 class Info(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_char_p), ("dtype", ctypes.c_int),
                 ("rank", ctypes.c_int), ("shape", ctypes.c_int64 * MAX_RANK),
-                ("dim", ctypes.c_char_p * MAX_RANK), ("init", ctypes.c_char_p)]
+                ("dim", ctypes.c_char_p * MAX_RANK), ("init", ctypes.c_char_p),
+                ("buffer", ctypes.c_bool)]
 
 
 class StepTime(ctypes.Structure):

@@ -184,13 +184,27 @@ class Model:
         return tuple(_tensors.adopt(outs[i]) for i in range(nout))
 
 
+def _fix_inputs(o, constants):
+    """o's inputs fixed at load (coil_options.constants) from {name: array}; the names and
+    arrays ride on o."""
+    items = list((constants or {}).items())
+    o._const_names = (ctypes.c_char_p * max(len(items), 1))(*[k.encode() for k, _ in items])
+    o._consts = (Tensor * max(len(items), 1))()
+    o._const_held = [_tensors.fill_input(o._consts[i], np.asarray(a),
+                                         _tensors.coil_dtype(np.asarray(a), k), k)
+                     for i, (k, a) in enumerate(items)]
+    o.constant_names, o.constants, o.nconstants = o._const_names, o._consts, len(items)
+
+
 def load(path, device=None, threads=0, overrides=None, training=False, seed=0, interpret=False,
-         mode=None, cache=None, dims=None, profile=False):
-    """A model file (.coil, .cir) or a package directory `coil compile` wrote. mode: one of
-    MODES (as --mode); cache: max-autotune's cache file (--cache); dims: symbol sizes known
+         mode=None, cache=None, dims=None, profile=False, constants=None):
+    """A model file (.coil, .cir, .onnx) or a package directory `coil compile` wrote.
+    constants: {name: array}, an ONNX model's graph inputs fixed at load (as --const), for
+    ops that need them constant (a Reshape's shape); the model is specialised to them. MODES (as --mode); cache: max-autotune's cache file (--cache); dims: symbol sizes known
     ahead ({"B": 8}, as --dim); profile: time each step for Model.profile()."""
     o = _options(device, threads, overrides, training, seed, interpret, mode, cache, dims,
                  profile)
+    _fix_inputs(o, constants)
     err = Err()
     m = lib.coil_load_sized(os.fsencode(path), ctypes.byref(o), ctypes.byref(err),
                             ctypes.sizeof(o))

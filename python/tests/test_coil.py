@@ -67,6 +67,14 @@ class CoilTest(unittest.TestCase):
             coil.compile("model M(x: f32[B]) -> (y: f32[B]) {\n  return nosuch(x)\n}\n")
         self.assertRegex(str(e.exception), r"model\.coil:2:\d+")
 
+    def test_constants_only_for_onnx(self):
+        # an ONNX model's graph inputs may be fixed at load; the binding's struct carries
+        # them to coil, which refuses them for any other format
+        with self.assertRaises(coil.Error) as e:
+            coil.load(TINY, constants={"x": np.array([2, 3], np.int64)})
+        self.assertEqual(e.exception.code, 2)  # COIL_ERR_USAGE
+        self.assertIn("input 'x' fixed at load: only an ONNX model's inputs can be", str(e.exception))
+
     def test_outputs_outlive_the_model(self):
         m = coil.compile(AFFINE, name="affine.cir")
         y, s = m(np.ones((2, 3), np.float32), np.zeros(3, np.float32))
