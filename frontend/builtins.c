@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "frontend/eval.h"
+#include "frontend/norm.h"
 
 /* Most builtins give one value; split gives several. Both run with L->b.loc at the call. */
 typedef bool (*BuiltinFn)(Lower *L, Loc loc, const BArgs *a, Value *out);
@@ -808,6 +809,69 @@ static bool bi_batch_norm(Lower *L, Loc loc, const BArgs *a, Value *out)
     return L->failed ? false : built(L, y, out);
 }
 
+/* group_norm(x, groups, weight, bias, eps) and instance_norm(x, weight, bias, eps): x float
+ * [N, C, ...] with C static (instance_norm: a spatial axis or more), weight and bias
+ * optional, float [C]; slot w is weight's (bias's follows, then eps). */
+static bool norm_args(Lower *L, const char *op, const BArgs *a, int w, int min_rank, int *x,
+                      int *per, double *eps)
+{
+    char tb[256], pb[256];
+    if (!arg_tensor(L, a, 0, "x", x))
+        return false;
+    const Type t = *tensor_type(L, *x);
+    if (!dtype_info[t.dt].is_float || t.rank < min_rank || !dim_is_static(t.dim[1]))
+        return fail(L, a->loc[0], "%s: x must be float [N, C%s] with a static channel axis, "
+                    "got %s", op, min_rank > 2 ? ", spatial..." : ", ...", type_fmt(L->g, &t, tb, sizeof tb));
+    for (int i = 0; i < 2; i++) {
+        if (!a->given[w + i]) {
+            per[i] = -1;
+            continue;
+        }
+        if (!arg_tensor(L, a, w + i, i ? "bias" : "weight", &per[i]))
+            return false;
+        const Type *p = tensor_type(L, per[i]);
+        if (p->rank != 1 || !dim_is_static(p->dim[0]) || p->dim[0].k != t.dim[1].k || !dtype_info[p->dt].is_float)
+            return fail(L, a->loc[w + i], "%s: %s must be float [%lld] for x %s, got %s", op,
+                        i ? "bias" : "weight", (long long)t.dim[1].k, type_fmt(L->g, &t, tb, sizeof tb),
+                        type_fmt(L->g, p, pb, sizeof pb));
+    }
+    *eps = 1e-5;
+    if (a->given[w + 2] && !want_number(L, a->loc[w + 2], &a->v[w + 2], "eps", eps))
+        return false;
+    if (!(*eps > 0))
+        return fail(L, a->loc[w + 2], "%s: eps must be positive, got %g", op, *eps);
+    return true;
+}
+
+/* group_norm(x, groups, weight, bias, eps=1e-5): PyTorch's F.group_norm. */
+static bool bi_group_norm(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x, per[2];
+    int64_t groups;
+    double eps;
+    if (!norm_args(L, "group_norm", a, 2, 2, &x, per, &eps) ||
+        !want_int(L, a->loc[1], &a->v[1], "group_norm: groups", &groups))
+        return false;
+    int64_t ch = tensor_type(L, x)->dim[1].k;
+    if (groups < 1 || ch % groups)
+        return fail(L, a->loc[1], "group_norm: groups = %lld does not divide x's %lld channels",
+                    (long long)groups, (long long)ch);
+    L->b.loc = loc;
+    return built(L, norm_affine(&L->b, norm_group(&L->b, x, groups, eps), per[0], per[1]), out);
+}
+
+/* instance_norm(x, weight, bias, eps=1e-5): PyTorch's F.instance_norm without running
+ * statistics. */
+static bool bi_instance_norm(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x, per[2];
+    double eps;
+    if (!norm_args(L, "instance_norm", a, 1, 3, &x, per, &eps))
+        return false;
+    L->b.loc = loc;
+    return built(L, norm_affine(&L->b, norm_instance(&L->b, x, eps), per[0], per[1]), out);
+}
+
 /* ---------------------------------------------------------------- indexing */
 
 /* built() for a node the caller goes on working on. */
@@ -986,6 +1050,10 @@ static const struct {
     {{"dropout", 2, 2, {"x", "p"}}, bi_dropout, NULL},
     {{"batch_norm", 7, 3, {"x", "running_mean", "running_var", "weight", "bias", "momentum", "eps"}},
      bi_batch_norm, NULL},
+    {{"group_norm", 5, 2, {"x", "groups", "weight", "bias", "eps"}}, bi_group_norm, NULL},
+    {{"instance_norm", 4, 1, {"x", "weight", "bias", "eps"}}, bi_instance_norm, NULL},
+    {{"conv_transpose", 7, 2, {"x", "w", "stride", "padding", "output_padding", "dilation", "groups"}},
+     bi_conv_transpose, NULL},
     {{"max_pool", 6, 2, {"x", "kernel", "stride", "padding", "dilation", "ceil_mode"}}, bi_max_pool, NULL},
     {{"avg_pool", 6, 2, {"x", "kernel", "stride", "padding", "ceil_mode", "count_include_pad"}},
      bi_avg_pool, NULL},

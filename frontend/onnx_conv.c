@@ -8,6 +8,7 @@
 
 #ifdef COIL_HAVE_ONNX
 #include "frontend/onnx_int.h"
+#include "frontend/norm.h"
 #include "frontend/window.h"
 
 enum { MAX_SPATIAL = WINDOW_MAX_SPATIAL };
@@ -119,16 +120,15 @@ bool conv_conv(Cv *c)
     return true;
 }
 
-/* ConvTranspose: the input with stride-1 zeros between elements, padded by the kernel's
- * span less the pads (negative: cut), convolved with the kernel flipped and its channel
- * axes swapped per group. */
+/* ConvTranspose: its pads from pads, auto_pad or output_shape, then window.c's transposed
+ * convolution, plus the bias. */
 bool conv_conv_transpose(Cv *c)
 {
     int x = cv_in(c, 0), weight = cv_in(c, 1), bias = cv_has(c, 2) ? cv_in(c, 2) : -1;
     int64_t groups = cv_int(c, "group", 1), k[MAX_SPATIAL + 5];
     if (x < 0 || weight < 0 || !conv_shapes(c, x, weight, groups, true, k))
         return false;
-    Type xt = cv_type(c, x), wt = cv_type(c, weight);
+    Type xt = cv_type(c, x);
     int n = xt.rank - 2;
     if (n > MAX_SPATIAL)
         return cv_unsupported(c, "%d spatial axes", n);
@@ -144,13 +144,14 @@ bool conv_conv_transpose(Cv *c)
     bool same = strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0;
     if ((np >= 0 && np != 2 * n) || (no >= 0 && no != n))
         return cv_invalid(c, "pads or output_shape of the wrong length");
-    int zero = cv_scalar(c, 0, xt.dt);
-    Window w = {.n = n};
+    Window w;
+    if (!window_init(cv_b(c), NULL, &xt, &w))
+        return false;
     for (int i = 0; i < n; i++) {
-        int64_t in = xt.dim[2 + i].k, span = (k[i] - 1) * dil[i] + 1;
-        int64_t full = stride[i] * (in - 1) + outpad[i] + span, p0, p1;
+        int64_t span = (k[i] - 1) * dil[i] + 1, full = stride[i] * (w.in[i] - 1) + outpad[i] + span;
+        int64_t p0, p1;
         if (np < 0 && (same || no >= 0)) { /* onnx's reference: pads from the output shape */
-            int64_t out = no >= 0 ? oshape[i] : in * stride[i], total = full - out;
+            int64_t out = no >= 0 ? oshape[i] : w.in[i] * stride[i], total = full - out;
             int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor, as Python's // */
             p0 = strcmp(mode, "SAME_UPPER") == 0 ? half : total - half;
             p1 = total - p0;
@@ -159,49 +160,10 @@ bool conv_conv_transpose(Cv *c)
             if (no >= 0) /* an explicit output shape wins: cut or extend the end */
                 p1 = full - p0 - oshape[i];
         }
-        /* zeros between elements: [.., in, 1] ++ zeros [.., in, s-1] -> [.., in*s] -> cut */
-        if (stride[i] > 1) {
-            int ax = 2 + i;
-            Type t = cv_type(c, x);
-            Dim d[COIL_MAX_RANK];
-            memcpy(d, t.dim, sizeof d);
-            memmove(d + ax + 2, d + ax + 1, (size_t)(t.rank - ax - 1) * sizeof *d);
-            d[ax + 1] = dim_static(1);
-            int col = cv_reshape(c, x, t.rank + 1, d);
-            Type z = cv_type(c, col);
-            z.dim[ax + 1] = dim_static(stride[i] - 1);
-            int spread = b_concat(cv_b(c), (int[]){col, b_expand(cv_b(c), zero, &z)}, 2, ax + 1);
-            t.dim[ax] = dim_static(in * stride[i]);
-            x = b_slice(cv_b(c), cv_reshape(c, spread, t.rank, t.dim), ax, 0, (in - 1) * stride[i] + 1, 1);
-        }
-        w.in[i] = (in - 1) * stride[i] + 1, w.k[i] = k[i], w.stride[i] = 1, w.dil[i] = dil[i];
-        w.pad0[i] = span - 1 - p0, w.pad1[i] = span - 1 - p1 + outpad[i], w.extra[i] = 0;
-        w.out[i] = w.in[i] + w.pad0[i] + w.pad1[i] - span + 1;
-        if (w.out[i] < 1)
-            return cv_invalid(c, "the pads leave no output");
+        w.stride[i] = stride[i], w.dil[i] = dil[i], w.pad0[i] = p0, w.pad1[i] = p1, w.extra[i] = outpad[i];
     }
-    for (int i = 0; i < n; i++) { /* negative pads cut before the windows see them */
-        if (w.pad0[i] < 0 || w.pad1[i] < 0) {
-            x = window_pad(cv_b(c), NULL, x, 2 + i, w.pad0[i] < 0 ? w.pad0[i] : 0, w.pad1[i] < 0 ? w.pad1[i] : 0,
-                           PAD_CONSTANT, zero);
-            w.in[i] += (w.pad0[i] < 0 ? w.pad0[i] : 0) + (w.pad1[i] < 0 ? w.pad1[i] : 0);
-            w.pad0[i] = w.pad0[i] < 0 ? 0 : w.pad0[i], w.pad1[i] = w.pad1[i] < 0 ? 0 : w.pad1[i];
-        }
-    }
-    /* w[C, M/G, k...] -> [G, C/G, M/G, k...] -> [G, M/G, C/G, k...] -> [M, C/G, k...], flipped */
-    int64_t cg = xt.dim[1].k / groups, mg = wt.dim[1].k;
-    Dim d[COIL_MAX_RANK] = {dim_static(groups), dim_static(cg), dim_static(mg)};
-    int64_t perm[COIL_MAX_RANK] = {0, 2, 1};
-    for (int i = 0; i < n; i++)
-        d[3 + i] = dim_static(k[i]), perm[3 + i] = 3 + i;
-    int wf = b_transpose(cv_b(c), cv_reshape(c, weight, 3 + n, d), 3 + n, perm);
-    d[0] = dim_static(groups * mg), d[1] = dim_static(cg);
-    for (int i = 0; i < n; i++)
-        d[2 + i] = dim_static(k[i]);
-    wf = cv_reshape(c, wf, 2 + n, d);
-    for (int i = 0; i < n; i++)
-        wf = cv_reverse(c, wf, 2 + i);
-    c->out[0] = convolve(c, x, wf, bias, &w, groups);
+    int y = window_conv_transpose(cv_b(c), x, weight, groups, &w);
+    c->out[0] = norm_affine(cv_b(c), y, -1, bias);
     return true;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #ifdef COIL_HAVE_ONNX
+#include "frontend/norm.h"
 #include "frontend/onnx_int.h"
 #include "frontend/window.h"
 
@@ -622,20 +623,6 @@ static bool conv_cumsum(Cv *c)
 
 /* ---------------------------------------------------------------- normalization */
 
-/* (x - mean) / sqrt(var + eps) over axes, with the mean and 1/sqrt(var + eps) kept. */
-static int normalize(Cv *c, int x, const int64_t *axes, int n, double eps, int *mean, int *inv)
-{
-    int m = b_reduce(cv_b(c), OP_MEAN, x, n, axes, true);
-    int d = cv_bin(c, OP_SUB, x, m);
-    int var = b_reduce(cv_b(c), OP_MEAN, cv_bin(c, OP_MUL, d, d), n, axes, true);
-    int r = cv_un(c, OP_RSQRT, cv_bin(c, OP_ADD, var, scalar_like(c, eps, x)));
-    if (mean)
-        *mean = m;
-    if (inv)
-        *inv = r;
-    return cv_bin(c, OP_MUL, d, r);
-}
-
 /* stash_type=1 (the default) computes in f32: a half-precision operand is widened. */
 static int stash(Cv *c, int x)
 {
@@ -666,7 +653,7 @@ static bool conv_layer_norm(Cv *c)
     int n = 0;
     for (int i = axis; i < t.rank; i++)
         axes[n++] = i;
-    int mean, inv, y = normalize(c, stash(c, x), axes, n, eps, &mean, &inv);
+    int mean, inv, y = norm_moments(cv_b(c), stash(c, x), axes, n, eps, &mean, &inv);
     y = cv_bin(c, OP_MUL, cv_cast(c, y, t.dt), scale);
     if (bias >= 0)
         y = cv_bin(c, OP_ADD, y, bias);
@@ -741,14 +728,8 @@ static bool conv_instance_norm(Cv *c)
     int x = cv_in(c, 0);
     if (!need_float(c, x))
         return false;
-    int rank = cv_type(c, x).rank;
-    int64_t axes[COIL_MAX_RANK];
-    int n = 0;
-    for (int i = 2; i < rank; i++)
-        axes[n++] = i;
-    int y = normalize(c, x, axes, n, cv_float(c, "epsilon", 1e-5), NULL, NULL);
-    y = cv_bin(c, OP_MUL, y, per_channel(c, cv_in(c, 1), rank));
-    c->out[0] = cv_bin(c, OP_ADD, y, per_channel(c, cv_in(c, 2), rank));
+    int y = norm_instance(cv_b(c), x, cv_float(c, "epsilon", 1e-5));
+    c->out[0] = norm_affine(cv_b(c), y, cv_in(c, 1), cv_in(c, 2));
     return true;
 }
 
@@ -766,16 +747,8 @@ static bool conv_group_norm(Cv *c)
     if (c->o->opset < 21)
         return cv_unsupported(c, "opset %lld's per-group scale and bias (opset 21 takes them "
                               "per channel)", (long long)c->o->opset);
-    bool overflow = false;
-    Dim rest = dim_static(t.dim[1].k / groups);
-    for (int i = 2; i < t.rank; i++)
-        rest = dim_mul(rest, t.dim[i], &overflow);
-    int g = cv_reshape(c, stash(c, x), 3, (Dim[]){t.dim[0], dim_static(groups), rest});
-    int64_t last = 2;
-    int y = normalize(c, g, &last, 1, cv_float(c, "epsilon", 1e-5), NULL, NULL);
-    y = cv_cast(c, cv_reshape(c, y, t.rank, t.dim), t.dt);
-    y = cv_bin(c, OP_MUL, y, per_channel(c, cv_in(c, 1), t.rank));
-    c->out[0] = cv_bin(c, OP_ADD, y, per_channel(c, cv_in(c, 2), t.rank));
+    int y = norm_group(cv_b(c), stash(c, x), groups, cv_float(c, "epsilon", 1e-5));
+    c->out[0] = norm_affine(cv_b(c), cv_cast(c, y, t.dt), cv_in(c, 1), cv_in(c, 2));
     return true;
 }
 
@@ -792,7 +765,7 @@ static bool conv_mvn(Cv *c)
     }
     if (!cv_axes(c, raw, n, cv_type(c, x).rank, axes))
         return false;
-    c->out[0] = normalize(c, x, axes, n, 1e-9, NULL, NULL);
+    c->out[0] = norm_moments(cv_b(c), x, axes, n, 1e-9, NULL, NULL);
     return true;
 }
 

@@ -1,5 +1,6 @@
-/* pooling.c — the .coil pooling and padding forms with PyTorch's arguments, defaults and checks
- * (F.max_pool1d/2d/3d, F.avg_pool*, adaptive pooling to 1, F.pad), lowered through window.c. */
+/* pooling.c — the .coil pooling, padding and transposed convolution forms with PyTorch's
+ * arguments, defaults and checks (F.max_pool1d/2d/3d, F.avg_pool*, adaptive pooling to 1,
+ * F.pad, F.conv_transpose*), lowered through window.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -153,4 +154,37 @@ bool bi_pad(Lower *L, Loc loc, const BArgs *a, Value *out)
     for (int i = 0; i < n / 2 && x >= 0; i++)
         x = window_pad(&L->b, "pad", x, t.rank - 1 - i, pads[2 * i], pads[2 * i + 1], (PadMode)mode, value);
     return built(L, x, out);
+}
+
+/* conv_transpose(x, w, stride=1, padding=0, output_padding=0, dilation=1, groups=1): PyTorch's
+ * F.conv_transpose1d/2d/3d, w[C, M/groups, kernel...]; output_padding below the stride or
+ * the dilation, as torch requires. */
+bool bi_conv_transpose(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    static const int64_t zeros[WINDOW_MAX_SPATIAL], ones[WINDOW_MAX_SPATIAL] = {1, 1, 1};
+    const char *op = "conv_transpose";
+    int x, weight;
+    int64_t groups = 1;
+    Window w;
+    if (!arg_tensor(L, a, 0, "x", &x) || !arg_tensor(L, a, 1, "w", &weight) ||
+        (a->given[6] && !want_int(L, a->loc[6], &a->v[6], "conv_transpose: groups", &groups)))
+        return false;
+    Type t = L->g->node[x].type;
+    if (!window_init(&L->b, op, &t, &w))
+        return window_failed(L);
+    if (!per_axis(L, op, a, 2, "stride", w.n, ones, w.stride) ||
+        !per_axis(L, op, a, 3, "padding", w.n, zeros, w.pad0) ||
+        !per_axis(L, op, a, 4, "output_padding", w.n, zeros, w.extra) ||
+        !per_axis(L, op, a, 5, "dilation", w.n, ones, w.dil))
+        return false;
+    for (int i = 0; i < w.n; i++) {
+        w.pad1[i] = w.pad0[i];
+        if (w.pad0[i] < 0 || (w.extra[i] >= w.stride[i] && w.extra[i] >= w.dil[i]))
+            return fail(L, a->loc[w.pad0[i] < 0 ? 3 : 4], "conv_transpose: spatial axis %d: padding "
+                        "%lld must not be negative and output_padding %lld must be below the stride "
+                        "(%lld) or the dilation (%lld)", i, (long long)w.pad0[i], (long long)w.extra[i],
+                        (long long)w.stride[i], (long long)w.dil[i]);
+    }
+    L->b.loc = loc;
+    return built(L, window_conv_transpose(&L->b, x, weight, groups, &w), out);
 }

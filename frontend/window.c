@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "frontend/window.h"
 
@@ -265,4 +266,105 @@ int window_global_pool(Builder *b, const char *what, int op, int x)
     for (int i = 2; i < t.rank; i++)
         axes[i - 2] = i;
     return b_reduce(b, op, x, t.rank - 2, axes, true);
+}
+
+/* ---------------------------------------------------------------- transposed convolution */
+
+/* weight[C, M/G, k...] as the conv weight [M, C/G, k...] of the transposed convolution: split
+ * into groups, the channel axes swapped per group, the kernel flipped. */
+static int transpose_weight(Builder *b, int weight, int64_t groups)
+{
+    Type t;
+    if (!b_type_of(b, weight, &t))
+        return -1;
+    int n = t.rank - 2;
+    int64_t cg = t.dim[0].k / groups, mg = t.dim[1].k, perm[COIL_MAX_RANK] = {0, 2, 1};
+    Type split = {.dt = t.dt, .rank = 3 + n, .dim = {dim_static(groups), dim_static(cg), dim_static(mg)}};
+    Type conv = {.dt = t.dt, .rank = 2 + n, .dim = {dim_static(groups * mg), dim_static(cg)}};
+    for (int i = 0; i < n; i++) {
+        split.dim[3 + i] = conv.dim[2 + i] = t.dim[2 + i];
+        perm[3 + i] = 3 + i;
+    }
+    int wf = b_reshape(b, b_transpose(b, b_reshape(b, weight, &split), 3 + n, perm), &conv);
+    for (int i = 0; i < n; i++)
+        wf = window_reverse(b, wf, 2 + i);
+    return wf;
+}
+
+/* x with stride-1 zeros after each element along axis, the trailing ones cut:
+ * [.., in, 1] ++ zeros [.., in, s-1] -> [.., in*s] -> [.., (in-1)*s+1]. */
+static int spread(Builder *b, int x, int axis, int64_t stride, int zero)
+{
+    Type t, col;
+    b_type_of(b, x, &t);
+    int64_t in = t.dim[axis].k;
+    col = t;
+    col.rank = t.rank + 1;
+    memmove(col.dim + axis + 2, t.dim + axis + 1, (size_t)(t.rank - axis - 1) * sizeof *t.dim);
+    col.dim[axis + 1] = dim_static(1);
+    int c = b_reshape(b, x, &col);
+    col.dim[axis + 1] = dim_static(stride - 1);
+    int s = b_concat(b, (int[]){c, b_expand(b, zero, &col)}, 2, axis + 1);
+    t.dim[axis] = dim_static(in * stride);
+    return b_slice(b, b_reshape(b, s, &t), axis, 0, (in - 1) * stride + 1, 1);
+}
+
+/* The operands' checks: weight[C, M/groups, k...] static, of x's rank, C static and divisible. */
+static bool transpose_fits(Builder *b, const Window *w, const Type *xt, const Type *wt, int64_t groups)
+{
+    char xb[256], wb[256];
+    bool fixed = wt->rank == xt->rank && dim_is_static(xt->dim[1]);
+    for (int i = 0; fixed && i < wt->rank; i++)
+        fixed = dim_is_static(wt->dim[i]);
+    type_fmt(b->g, xt, xb, sizeof xb), type_fmt(b->g, wt, wb, sizeof wb);
+    if (!fixed)
+        return window_fail(b, w->what, ERR_INPUT, "w %s does not fit x %s: w is [C, M/groups, "
+                           "kernel...] with x's rank and static sizes, and x's channels static", wb, xb);
+    int64_t ch = xt->dim[1].k;
+    if (groups < 1 || ch % groups)
+        return window_fail(b, w->what, ERR_INPUT, "x %s has %lld channels, which groups = %lld does "
+                           "not divide", xb, (long long)ch, (long long)groups);
+    if (wt->dim[0].k != ch)
+        return window_fail(b, w->what, ERR_INPUT, "x %s has %lld channels, but w %s takes %lld (w's "
+                           "dimension 0)", xb, (long long)ch, wb, (long long)wt->dim[0].k);
+    return true;
+}
+
+int window_conv_transpose(Builder *b, int x, int weight, int64_t groups, Window *w)
+{
+    Type xt, wt;
+    if (!b_type_of(b, x, &xt) || !b_type_of(b, weight, &wt) || !transpose_fits(b, w, &xt, &wt, groups))
+        return -1;
+    int n = w->n, zero = b_scalar(b, 0, xt.dt);
+    int64_t pads[2 * WINDOW_MAX_SPATIAL], stride[WINDOW_MAX_SPATIAL], cut0[WINDOW_MAX_SPATIAL] = {0},
+        cut1[WINDOW_MAX_SPATIAL] = {0};
+    for (int i = 0; i < n; i++) {
+        int64_t k = w->k[i] = wt.dim[2 + i].k, s = w->stride[i], in = w->in[i];
+        if (s < 1 || w->dil[i] < 1 || w->extra[i] < 0) {
+            window_fail(b, w->what, ERR_INPUT, "spatial axis %d: stride %lld and dilation %lld must "
+                        "each be at least 1, output_padding %lld not negative", i, (long long)s,
+                        (long long)w->dil[i], (long long)w->extra[i]);
+            return -1;
+        }
+        /* the conv over the spread input: its pads are the span less the transposed pads */
+        int64_t span = (k - 1) * w->dil[i] + 1, p0 = span - 1 - w->pad0[i], p1 = span - 1 - w->pad1[i] + w->extra[i];
+        w->out[i] = (in - 1) * s + 1 + p0 + p1 - span + 1;
+        if (w->out[i] < 1) {
+            window_fail(b, w->what, ERR_INPUT, "spatial axis %d: the padding (%lld, %lld) leaves no "
+                        "output of the %lld the input, stride, kernel and output_padding give", i,
+                        (long long)w->pad0[i], (long long)w->pad1[i],
+                        (long long)((in - 1) * s + span + w->extra[i]));
+            return -1;
+        }
+        if (s > 1)
+            x = spread(b, x, 2 + i, s, zero);
+        cut0[i] = p0 < 0 ? p0 : 0, cut1[i] = p1 < 0 ? p1 : 0; /* negative pads cut first */
+        pads[i] = p0 - cut0[i], pads[n + i] = p1 - cut1[i], stride[i] = 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (cut0[i] || cut1[i])
+            x = window_pad(b, w->what, x, 2 + i, cut0[i], cut1[i], PAD_CONSTANT, zero);
+    Attr a[4] = {attr_ints("stride", n, stride), attr_ints("padding", 2 * n, pads),
+                 attr_ints("dilation", n, w->dil), attr_int("groups", groups)};
+    return b_op(b, OP_CONV, (int[]){x, transpose_weight(b, weight, groups)}, 2, a, 4, NULL);
 }

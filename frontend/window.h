@@ -1,5 +1,6 @@
 /* window.h — sliding windows and padding on the IR builder, shared by the .coil pool and pad
- * builtins (pooling.c) and the ONNX importer (pools, Pad, the convolutions' geometry). */
+ * builtins (pooling.c) and the ONNX importer (pools, Pad, the convolutions' geometry,
+ * ConvTranspose). */
 #ifndef COIL_FRONTEND_WINDOW_H
 #define COIL_FRONTEND_WINDOW_H
 
@@ -45,6 +46,14 @@ int window_max_pool(Builder *b, int x, const Window *w);
 int window_avg_pool(Builder *b, int x, const Window *w, bool include_pad);
 /* op (OP_MEAN, OP_MAX) over every axis after N and C, kept: [N, C, 1, 1, ...]. */
 int window_global_pool(Builder *b, const char *what, int op, int x);
+
+/* The transposed convolution of x[N, C, spatial...] by weight[C, M/groups, k...] (PyTorch's
+ * and ONNX's layout), no bias: w from window_init with its stride, dilation, pad0 and pad1
+ * (cut from the full output's ends) and extra (output_padding, added at the end) set; fills
+ * w's kernel and output sizes. A conv of x spread with stride-1 zeros between elements,
+ * padded by the kernel's span less the pads, by the kernel flipped with its channel axes
+ * swapped per group. */
+int window_conv_transpose(Builder *b, int x, int weight, int64_t groups, Window *w);
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
 

@@ -66,6 +66,12 @@ def train_pool(x, targets, p):  # the .coil pools and pad: windows gathered, red
     return F.cross_entropy(y.reshape(2, 36) @ p["fc"].T, targets)
 
 
+def train_norm(x, targets, p):  # the .coil group_norm, instance_norm and conv_transpose
+    h = F.conv_transpose2d(x, p["w"], stride=2, padding=1, output_padding=1, groups=2)
+    y = F.group_norm(torch.tanh(h), 2, p["g"], p["beta"]) + F.instance_norm(h)
+    return F.cross_entropy(y.reshape(2, 144) @ p["fc"].T, targets)
+
+
 BUFFERS = {"train_bn": ("rm", "rv")}  # updated in place by the model, no gradient
 
 MODELS = {
@@ -80,6 +86,9 @@ MODELS = {
                  {"w": (3,), "b": (3,), "rm": (3,), "rv": (3,), "wo": (4, 15)}),
     # gathers' gradients (index_add) along the spatial axes, max's and mean's
     "train_pool": (train_pool, {"x": (2, 2, 7, 6)}, {"targets": ((2,), 5)}, {"w": (3, 2, 3, 3), "fc": (5, 36)}),
+    # group and instance norm's means, conv_transpose's spread, flipped kernel and conv
+    "train_norm": (train_norm, {"x": (2, 4, 3, 3)}, {"targets": ((2,), 5)},
+                   {"w": (4, 2, 3, 3), "g": (4,), "beta": (4,), "fc": (5, 144)}),
 }
 
 
