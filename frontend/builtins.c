@@ -688,15 +688,6 @@ static bool bi_dropout(Lower *L, Loc loc, const BArgs *a, Value *out)
 
 /* ---------------------------------------------------------------- batch norm */
 
-/* v[C] as [1, C, 1, ...] beside a tensor of rank `rank` and dtype dt. */
-static int per_channel(Builder *b, int v, int rank, DType dt)
-{
-    Type t = b->g->node[v].type, r = {.dt = dt, .rank = rank};
-    for (int i = 0; i < rank; i++)
-        r.dim[i] = i == 1 ? t.dim[0] : dim_static(1);
-    return b_reshape(b, t.dt == dt ? v : b_cast(b, v, dt), &r);
-}
-
 /* The elements of x per channel (every axis but 1) as a scalar of x's dtype: static axes
  * folded, a symbolic one's length as max(iota) + 1. */
 static int per_channel_count(Builder *b, int x)
@@ -799,13 +790,11 @@ static bool bi_batch_norm(Lower *L, Loc loc, const BArgs *a, Value *out)
     if (L->o->training)
         y = batch_statistics(L, loc, x, per[0], per[1], m, eps);
     else
-        y = b_binary(b, OP_MUL, b_binary(b, OP_SUB, x, per_channel(b, per[0], t.rank, t.dt)),
-                     b_unary(b, OP_RSQRT, b_binary(b, OP_ADD, per_channel(b, per[1], t.rank, t.dt),
+        y = b_binary(b, OP_MUL, b_binary(b, OP_SUB, x, norm_channels(b, per[0], &t)),
+                     b_unary(b, OP_RSQRT, b_binary(b, OP_ADD, norm_channels(b, per[1], &t),
                                                    b_scalar(b, eps, t.dt))));
-    if (y >= 0 && per[2] >= 0)
-        y = b_binary(b, OP_MUL, y, per_channel(b, per[2], t.rank, t.dt));
-    if (y >= 0 && per[3] >= 0)
-        y = b_binary(b, OP_ADD, y, per_channel(b, per[3], t.rank, t.dt));
+    if (y >= 0)
+        y = norm_affine(b, y, per[2], per[3]);
     return L->failed ? false : built(L, y, out);
 }
 

@@ -44,8 +44,7 @@ int norm_instance(Builder *b, int x, double eps)
     return norm_moments(b, x, axes, t.rank - 2, eps, NULL, NULL);
 }
 
-/* v[C] as [1, C, 1, ...] beside y, in y's dtype. */
-static int channels(Builder *b, int v, const Type *y)
+int norm_channels(Builder *b, int v, const Type *y)
 {
     Type t, r = {.dt = y->dt, .rank = y->rank};
     if (!b_type_of(b, v, &t))
@@ -61,8 +60,8 @@ int norm_affine(Builder *b, int y, int weight, int bias)
     if (!b_type_of(b, y, &t))
         return -1;
     if (weight >= 0)
-        y = b_binary(b, OP_MUL, y, channels(b, weight, &t));
+        y = b_binary(b, OP_MUL, y, norm_channels(b, weight, &t));
     if (bias >= 0)
-        y = b_binary(b, OP_ADD, y, channels(b, bias, &t));
+        y = b_binary(b, OP_ADD, y, norm_channels(b, bias, &t));
     return y;
 }

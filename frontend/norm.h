@@ -13,6 +13,8 @@ int norm_moments(Builder *b, int x, const int64_t *axes, int n, double eps, int 
 int norm_group(Builder *b, int x, int64_t groups, double eps);
 /* x[N, C, ...] normalized over each channel's spatial axes; no scale or bias. */
 int norm_instance(Builder *b, int x, double eps);
+/* v[C] as [1, C, 1, ...] beside a tensor of type y, in y's dtype. */
+int norm_channels(Builder *b, int v, const Type *y);
 /* y[N, C, ...] times weight[C] plus bias[C] along axis 1 (either -1: none), both cast to
  * y's dtype. */
 int norm_affine(Builder *b, int y, int weight, int bias);

@@ -178,18 +178,8 @@ int window_gather(Builder *b, int x, const Window *w, double pad_value)
             v = v < 0 ? b_scalar(b, pad_value, t.dt) : v;
             x = window_pad(b, w->what, x, 2 + i, w->pad0[i], w->pad1[i] + w->extra[i], PAD_CONSTANT, v);
         }
-    for (int i = 0; i < w->n && x >= 0; i++) {
-        int64_t dims[2] = {w->out[i], w->k[i]}, count = dims[0] * dims[1];
-        double *idx = malloc((size_t)(count ? count : 1) * sizeof *idx);
-        if (!idx)
-            abort();
-        for (int64_t o = 0; o < w->out[i]; o++)
-            for (int64_t k = 0; k < w->k[i]; k++)
-                idx[o * w->k[i] + k] = (double)(o * w->stride[i] + k * w->dil[i]);
-        Type it = type_make(DT_I64, 2, dims);
-        x = b_gather(b, x, b_constant(b, &it, idx), 2 + 2 * i);
-        free(idx);
-    }
+    for (int i = 0; i < w->n && x >= 0; i++)
+        x = b_windows(b, x, 2 + 2 * i, w->out[i], w->k[i], w->stride[i], w->dil[i]);
     return x;
 }
 

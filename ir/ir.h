@@ -323,6 +323,10 @@ int b_expand(Builder *b, int x, const Type *t);
 int b_slice(Builder *b, int x, int64_t axis, int64_t start, int64_t end, int64_t step);
 int b_concat(Builder *b, const int *xs, int n, int64_t axis);
 int b_gather(Builder *b, int table, int idx, int64_t axis);
+/* x's axis as its sliding windows [out, k] (window o's tap j at o*stride + j*dil): one gather
+ * of constant indices, the axis replaced by the two (ir/ops_conv.c). */
+int b_windows(Builder *b, int x, int64_t axis, int64_t out, int64_t k, int64_t stride,
+              int64_t dil);
 /* base with src[i..., :] added into row idx[i...] of axis 0 (torch's index_add, idx of
  * any rank): base [V, rest..], idx integer [S..], src [S.., rest..] of base's dtype. */
 int b_index_add(Builder *b, int base, int idx, int src);

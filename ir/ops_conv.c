@@ -257,22 +257,27 @@ static int conv_windows(Builder *b, int x, const ConvGeom *c)
 {
     for (int i = 0; i < c->n; i++)
         x = pad_zeros(b, x, 2 + i, c->pad0[i], c->pad1[i]);
-    for (int i = 0; i < c->n && x >= 0; i++) {
-        int64_t dims[2] = {c->out[i], c->k[i]}, count = dims[0] * dims[1];
-        double *idx = malloc(sizeof *idx * (size_t)count);
-        if (!idx) {
-            err_set(b->err, ERR_MEMORY, "conv: out of memory for %lld window indices",
-                    (long long)count);
-            return -1;
-        }
-        for (int64_t o = 0; o < c->out[i]; o++)
-            for (int64_t k = 0; k < c->k[i]; k++)
-                idx[o * c->k[i] + k] = (double)(o * c->stride[i] + k * c->dil[i]);
-        Type it = type_make(DT_I64, 2, dims);
-        x = b_gather(b, x, b_constant(b, &it, idx), 2 + 2 * i);
-        free(idx);
-    }
+    for (int i = 0; i < c->n && x >= 0; i++)
+        x = b_windows(b, x, 2 + 2 * i, c->out[i], c->k[i], c->stride[i], c->dil[i]);
     return x;
+}
+
+int b_windows(Builder *b, int x, int64_t axis, int64_t out, int64_t k, int64_t stride,
+              int64_t dil)
+{
+    int64_t dims[2] = {out, k}, count = out * k;
+    double *idx = malloc(sizeof *idx * (size_t)(count ? count : 1));
+    if (!idx) {
+        err_set(b->err, ERR_MEMORY, "out of memory for %lld window indices", (long long)count);
+        return -1;
+    }
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t j = 0; j < k; j++)
+            idx[o * k + j] = (double)(o * stride + j * dil);
+    Type it = type_make(DT_I64, 2, dims);
+    int y = b_gather(b, x, b_constant(b, &it, idx), axis);
+    free(idx);
+    return y;
 }
 
 /* im2col: x as columns [N, G, C/G * K, O] (K the kernel's taps, O the output positions),
