@@ -30,6 +30,23 @@ static const char *const archs[] = {"sm_80", "sm_90a"};
 #define ARCHS "sm_80 and sm_90a"
 #endif
 
+/* Whether source compiles for every architecture; the first error said. */
+static bool compiles(const char *src, const char *label)
+{
+    Err e = {0};
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+        CudaCompileOptions o = {.arch = archs[a], .cache_dir = ""};
+        Cubin c;
+        if (!nvrtc_compile(src, label, &o, &c, &e)) {
+            fprintf(stderr, "%s: %s\n", label, e.msg);
+            return false;
+        }
+        CHECK(c.size > 4 && memcmp(c.data, "\177ELF", 4) == 0 && !c.cached);
+        cubin_free(&c);
+    }
+    return true;
+}
+
 /* Lower g as the CUDA backend does (attention kept whole) and compile its kernels, the
  * fused attention kernels included, for every architecture. */
 static int compile_graph(Graph *g, const char *label)
@@ -38,18 +55,10 @@ static int compile_graph(Graph *g, const char *label)
     Program *p = run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
     char *src = p ? cuda_source(p, &e) : NULL;
     int kernels = p ? p->nkernel : 0;
-    for (size_t a = 0; src && a < sizeof archs / sizeof *archs; a++) {
-        CudaCompileOptions o = {.arch = archs[a], .cache_dir = ""};
-        Cubin c;
-        if (!nvrtc_compile(src, label, &o, &c, &e))
-            break;
-        CHECK(c.size > 4 && memcmp(c.data, "\177ELF", 4) == 0 && !c.cached);
-        cubin_free(&c);
-    }
-    if (!err_ok(&e)) {
+    if (!src)
         fprintf(stderr, "%s: %s\n", label, e.msg);
+    if (!src || !compiles(src, label))
         check_failures++;
-    }
     free(src);
     program_free(p);
     graph_free(g);
@@ -62,24 +71,62 @@ static int is_case(const struct dirent *d)
     return n > 4 && strcmp(d->d_name + n - 4, ".cir") == 0;
 }
 
+/* Every fixture lowered and written with its own prefix (f<i>_) after one prelude, into
+ * one source; the number of kernels, or -1 (said, counted) when a fixture fails before
+ * NVRTC. One NVRTC program for all of them: each program costs NVRTC a fixed ~0.2 s
+ * (its headers and the prelude), which 190 fixtures times two architectures made most of
+ * this test's time. */
+static int fixtures_source(struct dirent **list, int n, FILE *out)
+{
+    int kernels = 0;
+    fputs(cuda_prelude, out);
+    for (int i = 0; i < n; i++) {
+        char path[1024], prefix[32];
+        snprintf(path, sizeof path, "%s/%s", FIXTURE_DIR, list[i]->d_name);
+        snprintf(prefix, sizeof prefix, "f%d_", i);
+        Err e = {0};
+        Graph *g = ir_parse_file(path, &e);
+        Program *p = g && run_passes(&g, pass_pipeline_cuda, &e) ? fuse_and_lower(g, NULL, &e) : NULL;
+        char *part = p ? cuda_source_part(p, prefix, false, &e) : NULL;
+        if (part)
+            fputs(part, out), kernels += p->nkernel;
+        else
+            fprintf(stderr, "%s: %s\n", list[i]->d_name, e.msg), kernels = -1, check_failures++;
+        free(part);
+        program_free(p);
+        graph_free(g);
+        if (kernels < 0)
+            break;
+    }
+    return kernels;
+}
+
+/* All fixtures in one program; where it fails, each one alone, to name the culprits. */
 static void test_fixtures(void)
 {
     struct dirent **list;
-    int n = scandir(FIXTURE_DIR, &list, is_case, alphasort), kernels = 0;
+    int n = scandir(FIXTURE_DIR, &list, is_case, alphasort);
     CHECK(n > 100);
-    for (int i = 0; i < n; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", FIXTURE_DIR, list[i]->d_name);
-        Err e = {0};
-        Graph *g = ir_parse_file(path, &e);
-        if (g)
-            kernels += compile_graph(g, list[i]->d_name);
-        else {
-            fprintf(stderr, "%s\n", e.msg);
-            check_failures++;
+    char *src = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&src, &len);
+    int kernels = out ? fixtures_source(list, n, out) : -1;
+    if (out)
+        fclose(out);
+    if (kernels >= 0 && !compiles(src, "the op fixtures")) {
+        check_failures++;
+        for (int i = 0; i < n; i++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", FIXTURE_DIR, list[i]->d_name);
+            Err e = {0};
+            Graph *g = ir_parse_file(path, &e);
+            if (g)
+                compile_graph(g, list[i]->d_name);
         }
-        free(list[i]);
     }
+    free(src);
+    for (int i = 0; i < n; i++)
+        free(list[i]);
     free(list);
     printf("%d op fixtures: %d kernels compiled for " ARCHS "\n", n, kernels);
 }
