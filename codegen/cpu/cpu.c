@@ -157,8 +157,10 @@ static bool build(const Program *p, const Target *t, DebugDir *debug, LLVMModule
     double t2 = clock_seconds();
     ok = target_optimise(t, mod, e);
     double t3 = clock_seconds();
+    char stage[16];
+    snprintf(stage, sizeof stage, "llvm-ir-O%d", t->opt_level);
     if (ok)
-        debug_module(debug, "llvm-ir-O3", mod);
+        debug_module(debug, stage, mod);
     if (times)
         times->ir_s = t1 - t0, times->opt_s = t3 - t2;
     return ok;

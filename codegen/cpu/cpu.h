@@ -11,10 +11,10 @@
 typedef struct CpuModule CpuModule;
 
 typedef struct CpuOptions {
-    int opt_level;   /* 0..3; 0 means the default, 3 */
+    int opt_level;   /* 0..3; 0 means the default: 3 (1 in the sanitizer build) */
     const char *cpu; /* target CPU name ("skylake-avx512"), NULL: the host's, features included */
     DebugDir *debug; /* cpu_compile writes the module there as generated and after the
-                        optimiser (llvm-ir.ll, llvm-ir-O3.ll); NULL: nowhere */
+                        optimiser (llvm-ir.ll, llvm-ir-O3.ll at O3); NULL: nowhere */
 } CpuOptions;
 
 /* ---------------------------------------------------------------- GEMM micro-kernels */

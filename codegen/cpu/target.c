@@ -66,11 +66,20 @@ static void capabilities(Target *t, bool named)
     t->f16 = arm || target_has_feature(t->features, "f16c");
 }
 
+/* The level where CpuOptions leaves it 0: O3. The sanitizer build (CMake's COIL_SANITIZE)
+ * defines O1: what the sanitizers check is coil's own C, which is the same at every level,
+ * and O1 optimises in about half of O3's time, in a job where LLVM is most of the time of
+ * the tests that compile. */
+#ifndef COIL_LLVM_OPT_DEFAULT
+#define COIL_LLVM_OPT_DEFAULT 3
+#endif
+
 bool target_make(const CpuOptions *o, Target *t, Err *e)
 {
     pthread_once(&llvm_once, llvm_init);
     memset(t, 0, sizeof *t);
-    t->opt_level = o && o->opt_level > 0 && o->opt_level <= 3 ? o->opt_level : 3;
+    t->opt_level = o && o->opt_level > 0 && o->opt_level <= 3 ? o->opt_level
+                                                                   : COIL_LLVM_OPT_DEFAULT;
     t->triple = LLVMGetDefaultTargetTriple();
     bool named = o && o->cpu && *o->cpu;
     t->cpu = named ? LLVMCreateMessage(o->cpu) : LLVMGetHostCPUName();
