@@ -9,6 +9,7 @@
 #ifdef COIL_HAVE_ONNX
 #include "frontend/onnx_int.h"
 #include "frontend/norm.h"
+#include "frontend/resize.h"
 #include "frontend/window.h"
 
 enum { MAX_SPATIAL = WINDOW_MAX_SPATIAL };
@@ -256,176 +257,6 @@ bool conv_lp_pool(Cv *c)
 
 /* ---------------------------------------------------------------- resize */
 
-/* Resize is separable: along each resized axis, out = W[O, I] x, where row y of W holds
- * the interpolation coefficients of output y at the input elements it reads (onnx's
- * reference, op_resize.py, transcribed for one axis). */
-typedef struct Resize {
-    char mode[24], coord[32], nearest[24];
-    double cubic_a, extrapolation;
-    bool antialias, exclude_outside;
-} Resize;
-
-static int nearest_coeffs(const Resize *r, double ratio, double *c)
-{
-    bool up;
-    if (ratio == floor(ratio))
-        up = true;
-    else if (strcmp(r->nearest, "round_prefer_ceil") == 0)
-        up = ratio >= 0.5;
-    else if (strcmp(r->nearest, "floor") == 0)
-        up = false;
-    else if (strcmp(r->nearest, "ceil") == 0)
-        up = true;
-    else
-        up = ratio > 0.5;
-    c[0] = !up, c[1] = up;
-    return 2;
-}
-
-static double cubic_at(double x, double a)
-{
-    x = fabs(x);
-    if (x <= 1)
-        return ((a + 2) * x - (a + 3)) * x * x + 1;
-    return x < 2 ? ((a * x - 5 * a) * x + 8 * a) * x - 4 * a : 0;
-}
-
-/* The coefficients of one output element at fraction `ratio` past its floor; their count. */
-static int resize_coeffs(const Resize *r, double ratio, double scale, double *c)
-{
-    if (strcmp(r->mode, "nearest") == 0)
-        return nearest_coeffs(r, ratio, c);
-    bool cubic = strcmp(r->mode, "cubic") == 0;
-    if (!r->antialias) {
-        if (!cubic) {
-            c[0] = 1 - ratio, c[1] = ratio;
-            return 2;
-        }
-        for (int i = 0; i < 4; i++)
-            c[i] = cubic_at((double)(i - 1) - ratio, r->cubic_a);
-        return 4;
-    }
-    double s = scale < 1 ? scale : 1, sum = 0;
-    int start = (int)floor((cubic ? -2 : -1) / s) + 1, n = cubic ? 2 * (1 - start) + 1 : 2 - 2 * start;
-    if (cubic)
-        n = (2 - start) - start;
-    if (n > 64)
-        n = 64;
-    for (int i = 0; i < n; i++) {
-        double arg = s * ((double)(start + i) - ratio);
-        c[i] = cubic ? cubic_at(arg, r->cubic_a) : fmax(0, fmin(1, 1 - fabs(arg)));
-        sum += c[i];
-    }
-    for (int i = 0; i < n; i++)
-        c[i] /= sum;
-    return n;
-}
-
-static double source_coord(const Resize *r, double y, double scale, int64_t in, int64_t out,
-                           const double *roi)
-{
-    double width = scale * (double)in;
-    if (strcmp(r->coord, "align_corners") == 0)
-        return width == 1 ? 0 : y * (double)(in - 1) / (width - 1);
-    if (strcmp(r->coord, "asymmetric") == 0)
-        return y / scale;
-    if (strcmp(r->coord, "tf_crop_and_resize") == 0) {
-        double x = width == 1 ? (roi[1] - roi[0]) * (double)(in - 1) / 2
-                              : y * (roi[1] - roi[0]) * (double)(in - 1) / (width - 1);
-        return x + roi[0] * (double)(in - 1);
-    }
-    if (strcmp(r->coord, "pytorch_half_pixel") == 0)
-        return width == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
-    if (strcmp(r->coord, "half_pixel_symmetric") == 0) {
-        double offset = (double)in / 2 * (1 - (double)out / width);
-        return offset + (y + 0.5) / scale - 0.5;
-    }
-    return (y + 0.5) / scale - 0.5; /* half_pixel */
-}
-
-/* W[out, in] of one axis, and which outputs lie outside the input (tf_crop_and_resize). */
-static void resize_matrix(const Resize *r, double scale, int64_t in, int64_t out, const double *roi,
-                          double *w, bool *outside)
-{
-    memset(w, 0, (size_t)(in * out) * sizeof *w);
-    for (int64_t y = 0; y < out; y++) {
-        double x = source_coord(r, (double)y, scale, in, out, roi), c[64];
-        double ratio = x == floor(x) ? 1.0 : x - floor(x);
-        int n = resize_coeffs(r, ratio, scale, c);
-        int64_t pad = (n + 1) / 2;
-        double xp = x + (double)pad, p = floor(xp), frac = xp - p;
-        int64_t off = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
-                                 : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
-        int64_t start = (int64_t)p + off - pad;
-        if (r->exclude_outside) {
-            double sum = 0;
-            for (int j = 0; j < n; j++)
-                c[j] = start + j < 0 || start + j >= in ? 0 : c[j], sum += c[j];
-            for (int j = 0; j < n; j++)
-                c[j] /= sum == 0 ? 1 : sum;
-        }
-        for (int j = 0; j < n; j++) {
-            int64_t at = start + j < 0 ? 0 : start + j >= in ? in - 1 : start + j;
-            w[y * in + at] += c[j];
-        }
-        outside[y] = strcmp(r->coord, "tf_crop_and_resize") == 0 && (x < 0 || x > (double)(in - 1));
-    }
-}
-
-/* One axis resized: a gather where every row of W picks one element, else a matmul. */
-static int resize_axis(Cv *c, int x, int axis, const Resize *r, double scale, int64_t out,
-                       const double *roi)
-{
-    Type t = cv_type(c, x);
-    int64_t in = t.dim[axis].k;
-    double *w = malloc((size_t)(in * out + 1) * sizeof *w);
-    bool *outside = calloc((size_t)(out ? out : 1), sizeof *outside);
-    if (!w || !outside)
-        abort();
-    resize_matrix(r, scale, in, out, roi, w, outside);
-    bool picks = true, any_outside = false;
-    double *idx = malloc((size_t)(out ? out : 1) * sizeof *idx);
-    for (int64_t y = 0; y < out; y++) {
-        int ones = 0, others = 0;
-        for (int64_t i = 0; i < in; i++) {
-            ones += w[y * in + i] == 1, others += w[y * in + i] != 0 && w[y * in + i] != 1;
-            if (w[y * in + i] == 1)
-                idx[y] = (double)i;
-        }
-        picks = picks && ones == 1 && !others;
-        any_outside = any_outside || outside[y];
-    }
-    int y;
-    if (picks) {
-        Type it = type_make(DT_I64, 1, &out);
-        y = b_gather(cv_b(c), x, b_constant(cv_b(c), &it, idx), axis);
-    } else if (!dtype_info[t.dt].is_float) {
-        y = -1;
-        cv_unsupported(c, "interpolating %s values", dtype_info[t.dt].name);
-    } else { /* [..., I] x W^T[I, O] along the axis */
-        double *wt = malloc((size_t)(in * out + 1) * sizeof *wt);
-        for (int64_t o = 0; o < out; o++)
-            for (int64_t i = 0; i < in; i++)
-                wt[i * out + o] = w[o * in + i];
-        Type mt = type_make(t.dt, 2, (int64_t[]){in, out});
-        y = b_matmul(cv_b(c), cv_to_last(c, x, axis), b_constant(cv_b(c), &mt, wt));
-        y = cv_from_last(c, y, axis);
-        free(wt);
-    }
-    if (y >= 0 && any_outside) {
-        double *m = malloc((size_t)out * sizeof *m);
-        for (int64_t o = 0; o < out; o++)
-            m[o] = outside[o];
-        Type mt = type_make(DT_BOOL, 1, &out);
-        int last = cv_to_last(c, y, axis);
-        last = cv_where(c, b_constant(cv_b(c), &mt, m), cv_scalar(c, r->extrapolation, t.dt), last);
-        y = cv_from_last(c, last, axis);
-        free(m);
-    }
-    free(w), free(outside), free(idx);
-    return y;
-}
-
 /* The output sizes and scales of every axis (sizes win; keep_aspect_ratio_policy). */
 static bool resize_sizes(Cv *c, const Type *t, const int64_t *axes, int na, double *scale,
                          int64_t *out)
@@ -464,24 +295,34 @@ static bool resize_sizes(Cv *c, const Type *t, const int64_t *axes, int na, doub
     return true;
 }
 
+/* String attribute `name` (def when absent) as its index in names; false (the node's error)
+ * when it is none of them. */
+static bool resize_enum(Cv *c, const char *name, const char *def, const char *const *names, int n,
+                        int *out)
+{
+    char buf[32];
+    *out = name_index(names, n, cv_str(c, name, def, buf, sizeof buf));
+    return *out >= 0 || cv_invalid(c, "%s '%s'", name, buf);
+}
+
 bool conv_resize(Cv *c)
 {
-    int x = cv_in(c, 0), na;
+    int x = cv_in(c, 0), na, mode, coord, nearest;
     if (x < 0)
         return false;
     Type t = cv_type(c, x);
     for (int i = 0; i < t.rank; i++)
         if (!dim_is_static(t.dim[i]))
             return cv_unsupported(c, "symbolic dims");
-    Resize r = {.cubic_a = cv_float(c, "cubic_coeff_a", -0.75),
+    if (!resize_enum(c, "mode", "nearest", resize_mode_names, 3, &mode) ||
+        !resize_enum(c, "coordinate_transformation_mode", "half_pixel", resize_coord_names, 6, &coord) ||
+        !resize_enum(c, "nearest_mode", "round_prefer_floor", resize_nearest_names, 4, &nearest))
+        return false;
+    Resize r = {.mode = (ResizeMode)mode, .coord = (ResizeCoord)coord,
+                .nearest = (ResizeNearest)nearest, .cubic_a = cv_float(c, "cubic_coeff_a", -0.75),
                 .extrapolation = cv_float(c, "extrapolation_value", 0),
                 .antialias = cv_int(c, "antialias", 0) != 0,
                 .exclude_outside = cv_int(c, "exclude_outside", 0) != 0};
-    cv_str(c, "mode", "nearest", r.mode, sizeof r.mode);
-    cv_str(c, "coordinate_transformation_mode", "half_pixel", r.coord, sizeof r.coord);
-    cv_str(c, "nearest_mode", "round_prefer_floor", r.nearest, sizeof r.nearest);
-    if (strcmp(r.mode, "nearest") && strcmp(r.mode, "linear") && strcmp(r.mode, "cubic"))
-        return cv_invalid(c, "mode '%s'", r.mode);
     int64_t raw[ONNX_MAX_LIST], axes[COIL_MAX_RANK], nroi = 0;
     if (!cv_ints(c, CV_ATTR_ONLY, "axes", raw, &na))
         return false;
@@ -496,9 +337,9 @@ bool conv_resize(Cv *c)
         else
             axes[i] = raw[i] < 0 ? raw[i] + t.rank : raw[i];
     const double *roi = cv_has(c, 1) ? cv_const(c, 1, &nroi) : NULL;
-    if (strcmp(r.coord, "tf_crop_and_resize") == 0 && !roi)
+    if (r.coord == COORD_TF_CROP_AND_RESIZE && !roi)
         return cv_need_const(c, 1);
-    if (strcmp(r.coord, "tf_crop_and_resize") == 0 && nroi != 2 * na)
+    if (r.coord == COORD_TF_CROP_AND_RESIZE && nroi != 2 * na)
         return cv_invalid(c, "roi needs two entries per resized axis");
     double scale[COIL_MAX_RANK];
     int64_t out[COIL_MAX_RANK];
@@ -509,7 +350,7 @@ bool conv_resize(Cv *c)
         double axis_roi[2] = {roi ? roi[i] : 0, roi ? roi[na + i] : 1};
         if (fabs(scale[a] - 1) < 1e-9 && out[a] == t.dim[a].k && axis_roi[0] == 0 && axis_roi[1] == 1)
             continue;
-        x = resize_axis(c, x, (int)a, &r, scale[a], out[a], axis_roi);
+        x = resize_axis(cv_b(c), x, (int)a, &r, scale[a], out[a], axis_roi);
     }
     c->out[0] = x;
     return x >= 0;

@@ -247,32 +247,14 @@ int cv_reshape(Cv *c, int x, int rank, const Dim *dims)
     return b_reshape(cv_b(c), x, &t);
 }
 
-static int move_axis(Cv *c, int x, int from, int to)
-{
-    if (x < 0)
-        return -1;
-    int rank = cv_type(c, x).rank;
-    if (from == to)
-        return x;
-    int64_t perm[COIL_MAX_RANK];
-    int k = 0;
-    for (int i = 0; i < rank; i++)
-        if (i != from)
-            perm[k++] = i;
-    /* perm now lists the other axes; put `from` at position `to` */
-    memmove(perm + to + 1, perm + to, (size_t)(rank - 1 - to) * sizeof *perm);
-    perm[to] = from;
-    return b_transpose(cv_b(c), x, rank, perm);
-}
-
 int cv_to_last(Cv *c, int x, int axis)
 {
-    return x < 0 ? -1 : move_axis(c, x, axis, cv_type(c, x).rank - 1);
+    return x < 0 ? -1 : b_move_axis(cv_b(c), x, axis, cv_type(c, x).rank - 1);
 }
 
 int cv_from_last(Cv *c, int x, int axis)
 {
-    return x < 0 ? -1 : move_axis(c, x, cv_type(c, x).rank - 1, axis);
+    return x < 0 ? -1 : b_move_axis(cv_b(c), x, cv_type(c, x).rank - 1, axis);
 }
 
 int cv_reverse(Cv *c, int x, int axis) { return window_reverse(cv_b(c), x, axis); }

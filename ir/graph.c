@@ -389,6 +389,24 @@ int b_swap_last(Builder *b, int x)
     return b_transpose(b, x, t.rank, perm);
 }
 
+int b_move_axis(Builder *b, int x, int from, int to)
+{
+    Type t;
+    if (!b_type_of(b, x, &t))
+        return -1;
+    if (from == to)
+        return x;
+    int64_t perm[COIL_MAX_RANK];
+    int k = 0;
+    for (int i = 0; i < t.rank; i++)
+        if (i != from)
+            perm[k++] = i;
+    /* perm now lists the other axes; put `from` at position `to` */
+    memmove(perm + to + 1, perm + to, (size_t)(t.rank - 1 - to) * sizeof *perm);
+    perm[to] = from;
+    return b_transpose(b, x, t.rank, perm);
+}
+
 int b_reshape(Builder *b, int x, const Type *t) { return b_op(b, OP_RESHAPE, &x, 1, NULL, 0, t); }
 
 int b_expand(Builder *b, int x, const Type *t) { return b_op(b, OP_EXPAND, &x, 1, NULL, 0, t); }

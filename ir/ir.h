@@ -342,6 +342,9 @@ const Type *b_type(const Builder *b, int id);
 bool b_type_of(const Builder *b, int id, Type *t);
 /* x with its last two dims swapped (a transpose); -1 for -1. */
 int b_swap_last(Builder *b, int x);
+/* x with axis `from` moved to position `to`, the others in order (a transpose, or x itself
+ * when from == to); -1 for -1. */
+int b_move_axis(Builder *b, int x, int from, int to);
 
 /* ---------------------------------------------------------------- host tensors */
 
