@@ -91,7 +91,7 @@ bool int_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, int64
     return true;
 }
 
-static bool number_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, double **out)
+bool number_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, double **out)
 {
     if (v->kind != V_LIST)
         return fail(L, loc, "%s must be a list of numbers", what);
@@ -1049,6 +1049,7 @@ static const struct {
     {{"global_avg_pool", 1, 1, {"x"}}, bi_global_avg_pool, NULL},
     {{"global_max_pool", 1, 1, {"x"}}, bi_global_max_pool, NULL},
     {{"pad", 4, 2, {"x", "pads", "mode", "value"}}, bi_pad, NULL},
+    {{"resize", 5, 1, {"x", "size", "scale", "mode", "align_corners"}}, bi_resize, NULL},
 };
 
 enum { NBUILTIN = sizeof builtins / sizeof builtins[0] };

@@ -113,13 +113,16 @@ typedef struct BArgs {
 bool arg_tensor(Lower *L, const BArgs *a, int i, const char *name, int *id);
 /* An integer, or a list of them, as *n integers in the lowering's arena. */
 bool int_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, int64_t **out);
+/* A list of numbers as *n doubles in the lowering's arena. */
+bool number_list(Lower *L, Loc loc, const Value *v, const char *what, int *n, double **out);
 
-/* pooling.c: the pooling, padding and transposed convolution forms (loc: the call) */
+/* pooling.c: the pooling, padding, transposed convolution and resize forms (loc: the call) */
 bool bi_max_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
 bool bi_avg_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
 bool bi_global_avg_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
 bool bi_global_max_pool(Lower *L, Loc loc, const BArgs *a, Value *out);
 bool bi_pad(Lower *L, Loc loc, const BArgs *a, Value *out);
 bool bi_conv_transpose(Lower *L, Loc loc, const BArgs *a, Value *out);
+bool bi_resize(Lower *L, Loc loc, const BArgs *a, Value *out);
 
 #endif

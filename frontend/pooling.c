@@ -1,10 +1,13 @@
-/* pooling.c — the .coil pooling, padding and transposed convolution forms with PyTorch's
- * arguments, defaults and checks (F.max_pool1d/2d/3d, F.avg_pool*, adaptive pooling to 1,
- * F.pad, F.conv_transpose*), lowered through window.c. */
+/* pooling.c — the .coil pooling, padding, transposed convolution and resize forms with
+ * PyTorch's arguments, defaults and checks (F.max_pool1d/2d/3d, F.avg_pool*, adaptive
+ * pooling to 1, F.pad, F.conv_transpose*, F.interpolate), lowered through window.c and
+ * resize.c. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "frontend/eval.h"
+#include "frontend/resize.h"
 #include "frontend/window.h"
 
 /* Argument slots of max_pool and avg_pool (builtins.c's table): four shared, then each's. */
@@ -16,6 +19,14 @@ static bool window_failed(Lower *L)
 {
     Value v;
     return built(L, -1, &v);
+}
+
+/* A list of got entries for n spatial axes: one for every axis, or one per axis. */
+static bool one_per_axis(Lower *L, Loc loc, const char *what, int got, int n)
+{
+    return got == 1 || got == n ||
+           fail(L, loc, "%s has %d entries for %d spatial axes; give one number for every axis "
+                "or one per axis", what, got, n);
 }
 
 /* Argument i with one entry per spatial axis: a number for every axis, or a list of one or
@@ -31,11 +42,8 @@ static bool per_axis(Lower *L, const char *op, const BArgs *a, int i, const char
     snprintf(what, sizeof what, "%s: %s", op, name);
     int got;
     int64_t *v;
-    if (!int_list(L, a->loc[i], &a->v[i], what, &got, &v))
+    if (!int_list(L, a->loc[i], &a->v[i], what, &got, &v) || !one_per_axis(L, a->loc[i], what, got, n))
         return false;
-    if (got != 1 && got != n)
-        return fail(L, a->loc[i], "%s has %d entries for %d spatial axes; give one number for "
-                    "every axis or one per axis", what, got, n);
     for (int k = 0; k < n; k++)
         out[k] = v[got == 1 ? 0 : k];
     return true;
@@ -187,4 +195,146 @@ bool bi_conv_transpose(Lower *L, Loc loc, const BArgs *a, Value *out)
     }
     L->b.loc = loc;
     return built(L, window_conv_transpose(&L->b, x, weight, groups, &w), out);
+}
+
+/* ---------------------------------------------------------------- resize */
+
+/* resize's argument slots (builtins.c's table) */
+enum { RESIZE_X, RESIZE_SIZE, RESIZE_SCALE, RESIZE_MODE, RESIZE_ALIGN };
+
+/* F.interpolate's modes: the interpolation, where an output lies in the input without
+ * align_corners (PyTorch's nearest is ONNX's asymmetric coordinates with floor; the others
+ * half_pixel), and the spatial axes the name implies (0: any). */
+static const struct ResizeForm {
+    const char *name;
+    ResizeMode mode;
+    ResizeCoord coord;
+    ResizeNearest nearest;
+    int axes;
+} resize_forms[] = {
+    {"nearest", RESIZE_NEAREST, COORD_ASYMMETRIC, NEAREST_FLOOR, 0},
+    {"nearest-exact", RESIZE_NEAREST, COORD_HALF_PIXEL, NEAREST_ROUND_PREFER_CEIL, 0},
+    {"linear", RESIZE_LINEAR, COORD_HALF_PIXEL, 0, 0},
+    {"bilinear", RESIZE_LINEAR, COORD_HALF_PIXEL, 0, 2},
+    {"trilinear", RESIZE_LINEAR, COORD_HALF_PIXEL, 0, 3},
+    {"cubic", RESIZE_CUBIC, COORD_HALF_PIXEL, 0, 0},
+    {"bicubic", RESIZE_CUBIC, COORD_HALF_PIXEL, 0, 2},
+};
+enum { NRESIZE_FORMS = sizeof resize_forms / sizeof resize_forms[0] };
+
+/* The mode argument's row (nearest when absent), its spatial axes checked. */
+static const struct ResizeForm *resize_form(Lower *L, const BArgs *a, int n)
+{
+    const Value *v = &a->v[RESIZE_MODE];
+    int i = 0;
+    while (a->given[RESIZE_MODE] && i < NRESIZE_FORMS &&
+           !(v->kind == V_STR && strcmp(v->s, resize_forms[i].name) == 0))
+        i++;
+    if (i == NRESIZE_FORMS) {
+        fail(L, a->loc[RESIZE_MODE], "resize: mode must be \"nearest\", \"nearest-exact\", "
+             "\"linear\" (\"bilinear\", \"trilinear\") or \"cubic\" (\"bicubic\")");
+        return NULL;
+    }
+    const struct ResizeForm *f = &resize_forms[i];
+    if (f->axes && f->axes != n) {
+        fail(L, a->loc[RESIZE_MODE], "resize: mode \"%s\" takes %d spatial axes, x has %d; "
+             "\"%s\" takes any number", f->name, f->axes, n, f->mode == RESIZE_LINEAR ? "linear" : "cubic");
+        return NULL;
+    }
+    return f;
+}
+
+/* x[N, C, spatial...] with 1 to 3 static spatial axes: their count and sizes. */
+static bool resize_input(Lower *L, const BArgs *a, int *x, int *n, int64_t *in)
+{
+    char tb[256];
+    if (!arg_tensor(L, a, RESIZE_X, "x", x))
+        return false;
+    const Type *t = &L->g->node[*x].type;
+    *n = t->rank - 2;
+    if (*n < 1 || *n > WINDOW_MAX_SPATIAL)
+        return fail(L, a->loc[RESIZE_X], "resize: x %s has %d spatial axes; resize takes x[N, C, "
+                    "spatial...] with 1 to %d", type_fmt(L->g, t, tb, sizeof tb), *n < 0 ? 0 : *n,
+                    WINDOW_MAX_SPATIAL);
+    for (int i = 0; i < *n; i++) {
+        if (!dim_is_static(t->dim[2 + i]))
+            return fail(L, a->loc[RESIZE_X], "resize: spatial axis %d of x %s is symbolic; the "
+                        "interpolation needs static sizes", i, type_fmt(L->g, t, tb, sizeof tb));
+        in[i] = t->dim[2 + i].k;
+    }
+    return true;
+}
+
+/* The output sizes: size's (one number or one per axis), or floor(in * scale) as
+ * F.interpolate's; *by_scale when scale gave them. */
+static bool resize_sizes(Lower *L, Loc loc, const BArgs *a, int n, const int64_t *in, int64_t *out,
+                         double *scale, bool *by_scale)
+{
+    int got, slot = a->given[RESIZE_SIZE] ? RESIZE_SIZE : RESIZE_SCALE;
+    const Value *v = &a->v[slot];
+    int64_t *sizes = NULL;
+    double *scales = NULL, one;
+    if (a->given[RESIZE_SIZE] == a->given[RESIZE_SCALE])
+        return fail(L, a->given[RESIZE_SIZE] ? a->loc[RESIZE_SCALE] : loc, "resize: give %s",
+                    a->given[RESIZE_SIZE] ? "size or scale, not both" : "the output's size or a scale");
+    *by_scale = slot == RESIZE_SCALE;
+    if (!*by_scale && !int_list(L, a->loc[slot], v, "resize: size", &got, &sizes))
+        return false;
+    if (*by_scale && v_is_number(v))
+        one = v_number(v), scales = &one, got = 1;
+    else if (*by_scale && v->kind != V_LIST)
+        return wrong_kind(L, a->loc[slot], v, "resize: scale", "a number or a list of numbers");
+    else if (*by_scale && !number_list(L, a->loc[slot], v, "resize: scale", &got, &scales))
+        return false;
+    if (!one_per_axis(L, a->loc[slot], *by_scale ? "resize: scale" : "resize: size", got, n))
+        return false;
+    for (int i = 0; i < n; i++) {
+        scale[i] = *by_scale ? scales[got == 1 ? 0 : i] : 0;
+        out[i] = *by_scale ? (int64_t)floor((double)in[i] * scale[i]) : sizes[got == 1 ? 0 : i];
+        if (*by_scale && !(scale[i] > 0 && isfinite(scale[i])))
+            return fail(L, a->loc[slot], "resize: scale %g on spatial axis %d must be positive",
+                        scale[i], i);
+        if (*by_scale && out[i] < 1)
+            return fail(L, a->loc[slot], "resize: scale %g leaves spatial axis %d of %lld elements "
+                        "none (floor(%g)); the output needs at least one", scale[i], i,
+                        (long long)in[i], (double)in[i] * scale[i]);
+        if (out[i] < 1)
+            return fail(L, a->loc[slot], "resize: size %lld on spatial axis %d; sizes must be at "
+                        "least 1", (long long)out[i], i);
+    }
+    return true;
+}
+
+/* resize(x, size=, scale=, mode="nearest", align_corners=false): PyTorch's F.interpolate
+ * over x[N, C, spatial...], one axis after another (the interpolations are separable). */
+bool bi_resize(Lower *L, Loc loc, const BArgs *a, Value *out)
+{
+    int x, n;
+    int64_t in[WINDOW_MAX_SPATIAL], size[WINDOW_MAX_SPATIAL];
+    double scale[WINDOW_MAX_SPATIAL];
+    bool by_scale = false, align = false;
+    const struct ResizeForm *f;
+    if (!resize_input(L, a, &x, &n, in) || !(f = resize_form(L, a, n)) ||
+        !resize_sizes(L, loc, a, n, in, size, scale, &by_scale) ||
+        !bool_arg(L, "resize", a, RESIZE_ALIGN, "align_corners", &align))
+        return false;
+    if (a->given[RESIZE_ALIGN] && f->mode == RESIZE_NEAREST)
+        return fail(L, a->loc[RESIZE_ALIGN], "resize: align_corners applies to the interpolating "
+                    "modes only (linear, bilinear, trilinear, cubic, bicubic), not \"%s\"", f->name);
+    char tb[256];
+    const Type *t = &L->g->node[x].type;
+    if (f->mode != RESIZE_NEAREST && !dtype_info[t->dt].is_float)
+        return fail(L, a->loc[RESIZE_X], "resize: x %s is not floating point, which mode \"%s\" "
+                    "interpolates; cast it first, or use mode \"nearest\"",
+                    type_fmt(L->g, t, tb, sizeof tb), f->name);
+    Resize r = {.mode = f->mode, .coord = align ? COORD_ALIGN_CORNERS : f->coord,
+                .nearest = f->nearest, .cubic_a = -0.75};
+    L->b.loc = loc;
+    for (int i = 0; i < n && x >= 0; i++) {
+        /* PyTorch places outputs by the scale given (not out / in), except with align_corners */
+        double s = by_scale && !align ? scale[i] : (double)size[i] / (double)in[i];
+        if (size[i] != in[i] || s != 1)
+            x = resize_axis(&L->b, x, 2 + i, &r, s, size[i], (const double[]){0, 1});
+    }
+    return built(L, x, out);
 }

@@ -1,7 +1,8 @@
-# Runs a model (pool.coil, norm.coil) on the inputs in its .npz (pool_expected.npz unless a
-# fourth argument names another), compiled and with the interpreter, and compares every output
-# with PyTorch's (written by pool_gen.py, norm_gen.py); prints one line that FileCheck
-# matches, or the first difference and exits 1.
+# Runs a model (pool.coil, norm.coil, resize.coil) on the inputs in its .npz
+# (pool_expected.npz unless a fourth argument names another), compiled and with the
+# interpreter, and compares every output with PyTorch's (written by pool_gen.py,
+# norm_gen.py, resize_gen.py); prints one line that FileCheck matches, or the first
+# difference and exits 1.
 import os, sys
 import numpy as np
 

@@ -1,6 +1,6 @@
-# Trains pool-train.coil with coil train on 256 images of noise with a bright spot in one
-# quadrant (the class), and prints its first and last loss when the last is under half the
-# first; else says so and exits 1.
+# Trains a model (pool-train.coil, resize-train.coil) with coil train on 256 images of noise
+# with a bright spot in one quadrant (the class), and prints its first and last loss when
+# the last is under half the first; else says so and exits 1.
 import json, os, subprocess, sys
 import numpy as np
 
