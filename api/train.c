@@ -149,38 +149,37 @@ static bool signature(coil_trainer *tr, coil_error *err)
     return true;
 }
 
-/* The run's parameters start from the model's values (the same dtype and shape, by name). */
+/* The run's parameters and kept buffers (train_params) start from the model's values, by
+ * name; param_at[i]: model parameter i's place among them (-1: the run has none). */
 static bool params_from_model(coil_trainer *tr, coil_error *err)
 {
     const coil_model *m = tr->model;
-    const Graph *g = train_graph(tr->run);
-    int np = graph_params(g, NULL), *ids = calloc((size_t)np + 1, sizeof *ids);
+    int nrun;
+    const char *const *names = train_param_names(tr->run, &nrun);
     Err e = {0};
     Tensor *run = train_params(tr->run, &e);
     tr->param_at = calloc((size_t)m->count[COIL_PARAM] + 1, sizeof *tr->param_at);
     bool ok = run || api_fail_err(err, &e);
-    if (ok && (!ids || !tr->param_at))
+    if (ok && !tr->param_at)
         ok = api_fail(err, COIL_ERR_MEMORY, "coil_trainer_new: out of memory");
-    if (ok)
-        graph_params(g, ids);
     for (int i = 0; ok && i < m->count[COIL_PARAM]; i++) {
         const char *name = m->info[COIL_PARAM][i].name;
         tr->param_at[i] = -1;
-        for (int j = 0; j < np && tr->param_at[i] < 0; j++)
-            if (strcmp(node_name(&g->node[ids[j]]), name) == 0)
+        for (int j = 0; j < nrun && tr->param_at[i] < 0; j++)
+            if (strcmp(names[j], name) == 0)
                 tr->param_at[i] = j;
         if (tr->param_at[i] < 0)
             continue;
         Tensor *dst = &run[tr->param_at[i]];
         const Tensor *src = &m->params[i];
-        ok = api_check_type(g, &g->node[ids[tr->param_at[i]]].type, src, "parameter", name, err) &&
-             (tensor_numel(src) == tensor_numel(dst) ||
-              api_fail(err, COIL_ERR_SHAPE, "parameter '%s': its symbolic sizes differ from the "
-                       "training graph's", name));
-        if (ok)
+        char got[128], want[128];
+        if (src->dt != dst->dt || tensor_numel(src) != tensor_numel(dst))
+            ok = api_fail(err, COIL_ERR_SHAPE, "parameter '%s': the model's is %s, the training "
+                          "graph's %s (its symbolic sizes differ)", name,
+                          tensor_fmt(src, got, sizeof got), tensor_fmt(dst, want, sizeof want));
+        else
             memcpy(dst->data, src->data, tensor_nbytes(dst));
     }
-    free(ids);
     if (ok)
         train_params_changed(tr->run);
     return ok;

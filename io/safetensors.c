@@ -366,28 +366,24 @@ static bool entry_matches(const Graph *g, const Node *p, const StEntry *en, bool
 
 typedef struct Binding {
     bool round_f32; /* F32 entries bind f16 and bf16 parameters, rounded */
-    int nparam, *ids;
+    int nparam;
+    const Node *const *param;
     const char **missing, **unexpected;
     int nmissing, nunexpected, nbad;
     bool *used;
 } Binding;
 
-static bool binding_alloc(Binding *b, const Graph *g, const StFile *f)
+static bool binding_alloc(Binding *b, const StFile *f)
 {
-    b->nparam = graph_params(g, NULL);
     size_t np = (size_t)b->nparam + 1, ne = (size_t)f->nentry + 1;
-    b->ids = malloc(np * sizeof *b->ids);
     b->missing = malloc(np * sizeof *b->missing);
     b->unexpected = malloc(ne * sizeof *b->unexpected);
     b->used = calloc(ne, sizeof *b->used);
-    if (b->ids)
-        graph_params(g, b->ids);
-    return b->ids && b->missing && b->unexpected && b->used;
+    return b->missing && b->unexpected && b->used;
 }
 
 static void binding_free(Binding *b)
 {
-    free(b->ids);
     free(b->missing);
     free(b->unexpected);
     free(b->used);
@@ -397,7 +393,7 @@ static void binding_free(Binding *b)
 static void match_names(const Graph *g, const StFile *f, Binding *b, Msg *m)
 {
     for (int i = 0; i < b->nparam; i++) {
-        const Node *p = &g->node[b->ids[i]];
+        const Node *p = b->param[i];
         const StEntry *en = safetensors_find(f, node_name(p));
         if (!en) {
             b->missing[b->nmissing++] = node_name(p);
@@ -428,10 +424,10 @@ static bool entry_as(const StFile *f, const StEntry *en, DType dt, Tensor *out, 
     return ok;
 }
 
-static bool load_params(const Graph *g, const StFile *f, const Binding *b, Tensor *params, Err *e)
+static bool load_params(const StFile *f, const Binding *b, Tensor *params, Err *e)
 {
     for (int i = 0; i < b->nparam; i++) {
-        const Node *p = &g->node[b->ids[i]];
+        const Node *p = b->param[i];
         if (!entry_as(f, safetensors_find(f, node_name(p)), p->type.dt, &params[i], e)) {
             for (int j = 0; j < i; j++)
                 tensor_free(&params[j]);
@@ -441,14 +437,15 @@ static bool load_params(const Graph *g, const StFile *f, const Binding *b, Tenso
     return true;
 }
 
-static bool bind(const Graph *g, const char *path, bool round_f32, Tensor *params, Err *e)
+static bool bind(const Graph *g, const Node *const *param, int n, const char *path, bool round_f32,
+                 Tensor *params, Err *e)
 {
     StFile f;
     if (!safetensors_read(path, &f, e))
         return false;
-    Binding b = {.round_f32 = round_f32};
+    Binding b = {.round_f32 = round_f32, .nparam = n, .param = param};
     Msg shapes = {.n = 0};
-    bool ok = binding_alloc(&b, g, &f);
+    bool ok = binding_alloc(&b, &f);
     if (!ok)
         err_set(e, ERR_MEMORY, "%s: out of memory binding parameters", path);
     else
@@ -465,20 +462,43 @@ static bool bind(const Graph *g, const char *path, bool round_f32, Tensor *param
         err_set(e, ERR_INPUT, "%s", m.s);
         ok = false;
     }
-    ok = ok && load_params(g, &f, &b, params, e);
+    ok = ok && load_params(&f, &b, params, e);
     binding_free(&b);
     safetensors_free(&f);
     return ok;
 }
 
+/* g's param nodes, bound (graph_params order). */
+static bool bind_graph(const Graph *g, const char *path, bool round_f32, Tensor *params, Err *e)
+{
+    int n = graph_params(g, NULL), *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    const Node **param = malloc(((size_t)n + 1) * sizeof *param);
+    bool ok = ids && param;
+    if (ok) {
+        graph_params(g, ids);
+        for (int i = 0; i < n; i++)
+            param[i] = &g->node[ids[i]];
+        ok = bind(g, param, n, path, round_f32, params, e);
+    } else
+        err_set(e, ERR_MEMORY, "%s: out of memory binding parameters", path);
+    free(ids), free(param);
+    return ok;
+}
+
 bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e)
 {
-    return bind(g, path, false, params, e);
+    return bind_graph(g, path, false, params, e);
 }
 
 bool safetensors_bind_rounded(const Graph *g, const char *path, Tensor *params, Err *e)
 {
-    return bind(g, path, true, params, e);
+    return bind_graph(g, path, true, params, e);
+}
+
+bool safetensors_bind_nodes(const Graph *g, const Node *const *param, int n, const char *path,
+                            Tensor *params, Err *e)
+{
+    return bind(g, param, n, path, false, params, e);
 }
 
 /* ---------------------------------------------------------------- writing */

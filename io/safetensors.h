@@ -52,6 +52,10 @@ bool safetensors_bind(const Graph *g, const char *path, Tensor *params, Err *e);
  * nearest even; beyond f16's range, inf, as torch's .to() gives): f32 weights for a model
  * retyped by `--dtype bf16|f16`. Only that conversion: other dtypes must still match. */
 bool safetensors_bind_rounded(const Graph *g, const char *path, Tensor *params, Err *e);
+/* The same for a list of n param nodes (of g, or of a graph g was made from: g names their
+ * symbols in messages), params[i] for param[i]. */
+bool safetensors_bind_nodes(const Graph *g, const Node *const *param, int n, const char *path,
+                            Tensor *params, Err *e);
 
 /* Write n tensors under names (metadata: nmeta key/value pairs, may be 0). The file is
  * written beside path, fsynced and renamed over it, so a crash or a full disk never leaves

@@ -40,6 +40,8 @@ Graph *pass_verify(const Graph *g, Err *e);    /* verify.c */
 Graph *pass_fold(const Graph *g, Err *e);      /* fold.c */
 Graph *pass_cse(const Graph *g, Err *e);       /* cse.c */
 Graph *pass_dce(const Graph *g, Err *e);       /* dce.c */
+/* dce, but an input or param nothing reads stays only when keep_leaf says so. */
+Graph *pass_dce_leaves(const Graph *g, bool (*keep_leaf)(const Node *), Err *e);
 Graph *pass_decompose(const Graph *g, Err *e); /* decompose.c */
 /* The same, but attention with static head dims stays whole, for a backend with a fused
  * attention kernel (CUDA), after find_attention has found it where it is written out. */

@@ -3,8 +3,9 @@
  *   inference (compile_graph)            training (train/train_loop.c, then compile_graph)
  *   ---------------------------          ------------------------------------------------
  *   the model (frontend/, ir/parse.c)    the model
- *                                        loss, precision, loss scale, autodiff, sizes
- *                                          (pipeline/training.c: training_graph)
+ *                                        loss, kept buffers, precision, loss scale,
+ *                                          autodiff, sizes (pipeline/training.c:
+ *                                          training_graph)
  *   passes: the device's list            passes: verify, decompose, colsum, fold, cse, dce
  *     (verify, decompose, colsum, fold,  remat (training.c), then with `optimised`:
  *     cse, dce; runtime/device.c)

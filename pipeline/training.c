@@ -1,6 +1,6 @@
 /* training.c — the training pipeline's graph stages, in the order training_graph lists
- * them: the loss, mixed precision, the loss scale, autodiff, sizes and FLOPs, the passes,
- * rematerialisation. The joint graph then goes through pipeline.c like any graph (fusion,
+ * them: the loss, the kept buffers, mixed precision, the loss scale, autodiff, sizes and
+ * FLOPs, the passes, rematerialisation. The joint graph then goes through pipeline.c like any graph (fusion,
  * lowering, code generation, the memory plan), as train/train_loop.c asks. */
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +81,12 @@ Graph *training_loss_graph(const Graph *model, const char *loss, Err *e)
     return g;
 }
 
+/* A leaf the joint graph keeps though nothing reads it: any but an integer buffer. */
+static bool trained_or_float(const Node *n)
+{
+    return n->op != OP_PARAM || !param_is_buffer(n) || dtype_info[n->type.dt].is_float;
+}
+
 /* f16: the loss times an input "loss_scale", so the backward's small gradients stay above
  * f16's smallest normal; the optimizer divides it back out. */
 static Graph *scale_loss(Graph *g, Err *e)
@@ -141,6 +147,10 @@ Graph *training_graph(const Graph *model, const TrainingStages *t, SymBind *sb, 
 {
     bool low = t->precision && t->precision != DT_F32;
     Graph *g = training_loss_graph(model, t->loss, e);                    /* loss */
+    /* integer buffers nothing reads (batch norm's num_batches_tracked) leave: training
+     * keeps f32 parameters and buffers, and the run keeps these as they are (run.h) */
+    if (g)
+        g = replace(g, pass_dce_leaves(g, trained_or_float, e));           /* kept buffers */
     if (g && low)
         g = replace(g, pass_mixed_precision(g, t->precision, e));          /* precision */
     if (g && t->precision == DT_F16)

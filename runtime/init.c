@@ -254,10 +254,9 @@ bool init_symbols(const Graph *g, const Tensor *inputs, const bool *given, const
 
 /* ---------------------------------------------------------------- params and inputs */
 
-/* Allocate t at node id's type resolved under sb. */
-static bool alloc_node_tensor(const Graph *g, int id, const SymBind *sb, Tensor *t, Err *e)
+/* Allocate t at node n's type resolved under sb (g names its symbols in messages). */
+static bool alloc_node_tensor(const Graph *g, const Node *n, const SymBind *sb, Tensor *t, Err *e)
 {
-    const Node *n = &g->node[id];
     int64_t dims[COIL_MAX_RANK];
     if (!type_resolve(&n->type, sb, dims)) {
         char ty[256];
@@ -266,6 +265,11 @@ static bool alloc_node_tensor(const Graph *g, int id, const SymBind *sb, Tensor 
         return false;
     }
     return tensor_alloc(t, n->type.dt, n->type.rank, dims, e);
+}
+
+bool init_param(const Graph *g, const Node *n, const SymBind *sb, uint64_t seed, Tensor *t, Err *e)
+{
+    return alloc_node_tensor(g, n, sb, t, e) && init_tensor(t, node_name(n), node_str(n, "init"), seed, e);
 }
 
 bool init_params(const Graph *g, const SymBind *sb, uint64_t seed, Tensor *params, Err *e)
@@ -279,11 +283,8 @@ bool init_params(const Graph *g, const SymBind *sb, uint64_t seed, Tensor *param
     graph_params(g, ids);
     memset(params, 0, sizeof *params * (size_t)np); /* so a failure can free them all */
     bool ok = true;
-    for (int i = 0; ok && i < np; i++) {
-        const Node *n = &g->node[ids[i]];
-        ok = alloc_node_tensor(g, ids[i], sb, &params[i], e) &&
-             init_tensor(&params[i], node_name(n), node_str(n, "init"), seed, e);
-    }
+    for (int i = 0; ok && i < np; i++)
+        ok = init_param(g, &g->node[ids[i]], sb, seed, &params[i], e);
     for (int i = 0; !ok && i < np; i++)
         tensor_free(&params[i]);
     free(ids);
@@ -369,7 +370,7 @@ bool init_inputs_part(const Graph *g, const SymBind *sb, uint64_t seed, const bo
         int id = g->input[i];
         if (given[i])
             continue;
-        ok = alloc_node_tensor(g, id, sb, &inputs[i], e);
+        ok = alloc_node_tensor(g, &g->node[id], sb, &inputs[i], e);
         uint64_t first = batched(&g->node[id]) ? (uint64_t)part * (uint64_t)tensor_numel(&inputs[i]) : 0;
         if (ok)
             fill_random_input(&inputs[i], node_name(&g->node[id]), bound[id], seed, first);

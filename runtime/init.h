@@ -31,6 +31,8 @@ bool init_symbols(const Graph *g, const Tensor *inputs, const bool *given, const
 
 /* Allocate and fill params (graph_params order) from their init strings. */
 bool init_params(const Graph *g, const SymBind *sb, uint64_t seed, Tensor *params, Err *e);
+/* The same for one param node n (of g, or of a graph g was made from: sb binds g's symbols). */
+bool init_param(const Graph *g, const Node *n, const SymBind *sb, uint64_t seed, Tensor *t, Err *e);
 
 /* Allocate and fill the inputs not given: floats normal(0, 1); bools 0/1; integers
  * uniform in [0, bound) where bound is what the value indexes (a gather's table

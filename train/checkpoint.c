@@ -28,27 +28,25 @@ bool run_claim_save_dir(Run *r, Err *e)
     return true;
 }
 
-/* Parameters, optimizer state, the step and the data position, the run's identity
- * (seed, optimizer, coil version) and, under f16, the loss scale: one safetensors file
- * sealed with a digest of all of it, written beside its name, fsynced and renamed (a kill
- * leaves the previous one whole). Non-finite parameters are never saved over it. */
+/* Parameters and kept buffers, optimizer state, the step and the data position, the run's
+ * identity (seed, optimizer, coil version) and, under f16, the loss scale: one safetensors
+ * file sealed with a digest of all of it, written beside its name, fsynced and renamed (a
+ * kill leaves the previous one whole). Non-finite parameters are never saved over it. */
 static bool save_checkpoint(Run *r, Err *e)
 {
     char path[4096], step[32], pos[32], seed[32], scale[40], good[32];
     snprintf(path, sizeof path, "%s/%s", r->o->save, CHECKPOINT_FILE);
     if (!run_to_host(r, e))
         return false;
-    int ns = run_state_count(r), n = r->nparam + ns;
+    int np = r->nparam + r->nkept, ns = run_state_count(r), n = np + ns;
     const char **names = calloc((size_t)n + 1, sizeof *names);
     Tensor *t = calloc((size_t)n + 1, sizeof *t);
-    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
-    bool ok = names && t && ids;
+    bool ok = names && t;
     if (ok) {
-        graph_params(r->joint, ids);
-        for (int i = 0; i < r->nparam; i++)
-            names[i] = node_name(&r->joint->node[ids[i]]), t[i] = r->params[i];
+        for (int i = 0; i < np; i++)
+            names[i] = r->param_name[i], t[i] = r->params[i];
         for (int i = 0; i < ns; i++)
-            t[r->nparam + i] = *run_state_at(r, i, &names[r->nparam + i]);
+            t[np + i] = *run_state_at(r, i, &names[np + i]);
         snprintf(step, sizeof step, "%lld", (long long)r->step);
         snprintf(pos, sizeof pos, "%llu", (unsigned long long)(r->loader ? loader_position(r->loader) : 0));
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->o->seed);
@@ -63,7 +61,7 @@ static bool save_checkpoint(Run *r, Err *e)
              safetensors_write_sealed(path, names, t, n, key, val, r->scale_at >= 0 ? 7 : 5, e);
     } else
         err_set(e, ERR_MEMORY, "out of memory writing a checkpoint");
-    free(names), free(t), free(ids);
+    free(names), free(t);
     return ok;
 }
 
@@ -229,15 +227,12 @@ static bool none_left(const StFile *f, const bool *used, const char *path, Err *
  * with another optimizer, it starts afresh). */
 static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *s, Err *e)
 {
-    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
     bool *used = calloc((size_t)f->nentry + 1, sizeof *used);
-    bool ok = ids && used, same_opt = strcmp(s->optimizer, optim_name(r->o->opt.kind)) == 0;
-    if (ok)
-        graph_params(r->joint, ids);
-    else
+    bool ok = used, same_opt = strcmp(s->optimizer, optim_name(r->o->opt.kind)) == 0;
+    if (!ok)
         err_set(e, ERR_MEMORY, "out of memory");
-    for (int i = 0; ok && i < r->nparam; i++)
-        ok = restore(f, path, node_name(&r->joint->node[ids[i]]), &r->params[i], used, e);
+    for (int i = 0; ok && i < r->nparam + r->nkept; i++)
+        ok = restore(f, path, r->param_name[i], &r->params[i], used, e);
     ok = ok && (!r->zero || zero_state_open(r->zero, e));
     for (int i = 0; ok && same_opt && i < run_state_count(r); i++) {
         const char *name;
@@ -251,7 +246,7 @@ static bool restore_all(Run *r, const StFile *f, const char *path, const Saved *
         zero_state_close(r->zero);
     else if (ok)
         optim_set_steps(r->opt, same_opt ? (int64_t)s->step : 0);
-    free(ids), free(used);
+    free(used);
     return ok;
 }
 

@@ -29,6 +29,12 @@ typedef struct Run {
     Tensor *inputs, *params, *outputs, *accum;
     bool *given;
     int nparam, targets_at, tokens_at;
+    /* params[nparam .. nparam + nkept): the model's buffers the joint graph leaves out
+     * (integer buffers nothing reads, batch norm's num_batches_tracked; pipeline/
+     * training.c), loaded or drawn, checkpointed and restored as they are, never trained.
+     * param_name: all of their names, the joint graph's parameters first. */
+    int nkept;
+    const char **param_name;
     Optimizer *opt;      /* on a GPU: the device optimizer's host copy, for checkpoints */
     DataParallel *dp;         /* with other ranks: the collectives (NULL: alone) */
     Zero *zero;               /* --zero: the optimizer over this rank's shard (opt NULL) */

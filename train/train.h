@@ -113,9 +113,12 @@ void train_close(TrainRun *t);
  * (graph_params order) the run's. */
 const Graph *train_graph(const TrainRun *t);
 int64_t train_steps_done(const TrainRun *t);
-/* The parameters (brought home from a device); new values written into them take effect
- * after train_params_changed. */
+/* The parameters (brought home from a device), then the model's buffers the joint graph
+ * leaves out (integer buffers nothing reads: kept as they are, never trained); new values
+ * written into them take effect after train_params_changed. */
 Tensor *train_params(TrainRun *t, Err *e);
+/* Their names, in that order; *n their count (the joint graph's parameters and the kept). */
+const char *const *train_param_names(const TrainRun *t, int *n);
 void train_params_changed(TrainRun *t);
 /* One optimizer step on o->accum micro-batches, one after another in batch, each the joint
  * graph's inputs in order less loss_scale (checked by the caller against their types);

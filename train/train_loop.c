@@ -38,11 +38,13 @@ void run_free(Run *r)
 {
     for (int i = 0; r->joint && i < r->joint->ninput; i++)
         tensor_free(&r->inputs[i]);
-    for (int i = 0; i < r->nparam; i++) {
+    for (int i = 0; r->params && i < r->nparam + r->nkept; i++)
         tensor_free(&r->params[i]);
-        if (r->accum)
-            tensor_free(&r->accum[i]);
-    }
+    for (int i = 0; r->accum && i < r->nparam; i++)
+        tensor_free(&r->accum[i]);
+    for (int i = r->nparam; r->param_name && i < r->nparam + r->nkept; i++)
+        free((char *)r->param_name[i]);
+    free(r->param_name);
     for (int i = 0; r->joint && r->outputs && i < r->joint->noutput; i++)
         tensor_free(&r->outputs[i]);
     free(r->inputs), free(r->params), free(r->outputs), free(r->accum), free(r->given);
@@ -139,18 +141,59 @@ bool run_check_finite(const Tensor *t, const char *const *names, int n, const ch
 /* --weights with a NaN or inf would make every step's loss NaN and skip every update. */
 static bool weights_finite(const Run *r, Err *e)
 {
-    int *ids = calloc((size_t)r->nparam + 1, sizeof *ids);
-    const char **names = calloc((size_t)r->nparam + 1, sizeof *names);
-    bool ok = ids && names;
-    if (ok) {
-        graph_params(r->joint, ids);
-        for (int i = 0; i < r->nparam; i++)
-            names[i] = node_name(&r->joint->node[ids[i]]);
-        ok = run_check_finite(r->params, names, r->nparam, r->o->weights, "training from it would "
-                          "only skip steps; give finite weights", e);
-    } else
-        err_set(e, ERR_MEMORY, "out of memory");
-    free(ids), free(names);
+    return run_check_finite(r->params, r->param_name, r->nparam, r->o->weights, "training from "
+                            "it would only skip steps; give finite weights", e);
+}
+
+/* Whether graph g has a param named name. */
+static bool has_param(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->nnode; i++)
+        if (g->node[i].op == OP_PARAM && strcmp(node_name(&g->node[i]), name) == 0)
+            return true;
+    return false;
+}
+
+/* The joint graph's param nodes, then the model's integer buffers it left out (the kept:
+ * few, so looked up one by one); r->nkept and r->param_name set. NULL: out of memory. */
+static const Node **list_params(Run *r, const Graph *model, Err *e)
+{
+    const Graph *g = r->joint;
+    int nm = graph_params(model, NULL), n = r->nparam + nm + 1;
+    int *ids = malloc((size_t)n * sizeof *ids);
+    const Node **node = calloc((size_t)n, sizeof *node);
+    bool ok = ids && node && (r->param_name = calloc((size_t)n, sizeof *r->param_name));
+    if (ok)
+        graph_params(g, ids);
+    for (int i = 0; ok && i < r->nparam; i++)
+        node[i] = &g->node[ids[i]], r->param_name[i] = node_name(node[i]);
+    if (ok)
+        graph_params(model, ids);
+    for (int i = 0; ok && i < nm; i++) {
+        const Node *p = &model->node[ids[i]];
+        if (!param_is_buffer(p) || dtype_info[p->type.dt].is_float || has_param(g, node_name(p)))
+            continue;
+        node[r->nparam + r->nkept] = p;
+        ok = (r->param_name[r->nparam + r->nkept++] = strdup(node_name(p))) != NULL;
+    }
+    free(ids);
+    if (ok)
+        return node;
+    free(node);
+    err_set(e, ERR_MEMORY, "out of memory");
+    return NULL;
+}
+
+/* Every parameter and kept buffer from --weights, or drawn from its initializer. */
+static bool load_params(Run *r, const Node *const *node, Err *e)
+{
+    const Graph *g = r->joint;
+    if (r->o->weights)
+        return safetensors_bind_nodes(g, node, r->nparam + r->nkept, r->o->weights, r->params, e) &&
+               weights_finite(r, e);
+    bool ok = init_params(g, &r->sb, r->o->seed, r->params, e);
+    for (int i = r->nparam; ok && i < r->nparam + r->nkept; i++)
+        ok = init_param(g, node[i], &r->sb, r->o->seed, &r->params[i], e);
     return ok;
 }
 
@@ -209,12 +252,16 @@ bool run_setup(Run *r, const Graph *model, Err *e)
         return false;
     const Graph *g = r->joint;
     r->nparam = graph_params(g, NULL);
+    const Node **node = list_params(r, model, e);
+    if (!node)
+        return false;
     r->inputs = calloc((size_t)g->ninput + 1, sizeof *r->inputs);
     r->given = calloc((size_t)g->ninput + 1, sizeof *r->given);
-    r->params = calloc((size_t)r->nparam + 1, sizeof *r->params);
+    r->params = calloc((size_t)(r->nparam + r->nkept) + 1, sizeof *r->params);
     r->outputs = calloc((size_t)g->noutput + 1, sizeof *r->outputs);
     r->accum = calloc((size_t)r->nparam + 1, sizeof *r->accum);
     if (!r->inputs || !r->given || !r->params || !r->outputs || !r->accum) {
+        free(node);
         err_set(e, ERR_MEMORY, "out of memory");
         return false;
     }
@@ -228,11 +275,10 @@ bool run_setup(Run *r, const Graph *model, Err *e)
     co.optimised = true, co.trace = r->trace;
     bool ok = graph_flops(g, &r->sb, &r->hflops, e) && (r->c = compile_graph(g, &co, e)) != NULL;
     r->rss0 = resident_bytes();
-    return ok &&
-           (o->weights ? safetensors_bind(g, o->weights, r->params, e) && weights_finite(r, e)
-                       : init_params(g, &r->sb, o->seed, r->params, e)) &&
-           schedule_reduction(r, e) && make_optimizer(r, e) && on_device(r, e) &&
-           (!r->dp || dp_broadcast(r->dp, r->params, r->nparam, e));
+    ok = ok && load_params(r, node, e) && schedule_reduction(r, e) && make_optimizer(r, e) &&
+         on_device(r, e) && (!r->dp || dp_broadcast(r->dp, r->params, r->nparam, e));
+    free(node);
+    return ok;
 }
 
 /* ---------------------------------------------------------------- the loop */

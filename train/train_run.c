@@ -50,6 +50,12 @@ Tensor *train_params(TrainRun *t, Err *e)
     return r->params;
 }
 
+const char *const *train_param_names(const TrainRun *t, int *n)
+{
+    *n = t->run.nparam + t->run.nkept;
+    return t->run.param_name;
+}
+
 void train_params_changed(TrainRun *t) { compiled_params_changed(t->run.c); }
 
 static bool usable(const Run *r, Err *e)
