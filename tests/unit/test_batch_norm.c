@@ -1,22 +1,27 @@
 /* test_batch_norm.c — buffers and modes end to end: a small ResNet in torchvision's layout
  * and names (tests/models/train/resnet/model.coil: convolutions, batch norm, pooling, a
- * downsampling residual block) trained by SGD through the C API matches PyTorch step for
- * step (tests/models/train/gen_resnet.py: each loss, then every parameter and running
- * statistic the steps leave), then, loaded for inference with the trained parameters and
- * buffers, gives PyTorch's evaluation-mode logits; a model whose running statistics
- * are not buffers, or that updates one twice, is refused in training with a located
- * message; the optimizer leaves a buffer that nothing updates as it is. */
+ * downsampling residual block), loaded from a torchvision-style state dict saved with
+ * safetensors (num_batches_tracked and all) and trained by SGD through the C API, matches
+ * PyTorch step for step (tests/models/train/gen_resnet.py: each loss, then every parameter
+ * and running statistic the steps leave), keeps num_batches_tracked in its checkpoint as it
+ * was loaded, then, loaded for inference with the trained parameters and buffers, gives
+ * PyTorch's evaluation-mode logits; a model whose running statistics are not buffers, or
+ * that updates one twice, is refused in training with a located message; the optimizer
+ * leaves a buffer that nothing updates as it is. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_check.h"
 #include "coil/coil.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
 
 #define DIR "tests/models/train/resnet/"
 #define STEPS 10
+#define TRACKED 12345 /* gen_resnet.py's num_batches_tracked */
 
 static Tensor read_npy(const char *path)
 {
@@ -51,18 +56,66 @@ static coil_model *load(bool training, coil_error *err)
     return coil_load(DIR "model.coil", &o, err);
 }
 
-/* Every parameter and buffer from gen_resnet.py's param.<name>.npy. */
-static void set_fixture_params(coil_model *m)
+/* Every parameter and buffer from gen_resnet.py's state dict, as torch saved it. */
+static void load_fixture_params(coil_model *m)
 {
-    for (int i = 0; i < coil_count(m, COIL_PARAM); i++) {
-        char path[256];
-        snprintf(path, sizeof path, DIR "param.%s.npy", coil_info_at(m, COIL_PARAM, i)->name);
-        Tensor t = read_npy(path);
-        coil_tensor c = as_coil(&t);
-        coil_error err = {0};
-        CHECK_OK(t.data && coil_set_param(m, i, &c, &err), err);
-        tensor_free(&t);
+    coil_error err = {0};
+    CHECK_OK(coil_load_weights(m, DIR "state_dict.safetensors", &err), err);
+}
+
+static bool is_tracked(const char *name)
+{
+    size_t n = strlen(name), k = strlen(".num_batches_tracked");
+    return n > k && strcmp(name + n - k, ".num_batches_tracked") == 0;
+}
+
+/* A num_batches_tracked after training: as the state dict had it. coil keeps it and does
+ * not count steps (they matter only for momentum=None, which batch_norm does not take);
+ * nn.BatchNorm2d would hold TRACKED + STEPS. */
+static void check_tracked(coil_trainer *tr, coil_model *m, const char *name)
+{
+    coil_tensor got = {0};
+    coil_error err = {0};
+    CHECK_OK(coil_trainer_param(tr, coil_find(m, COIL_PARAM, name), &got, &err), err);
+    CHECK(got.data && got.dtype == COIL_I64 && got.rank == 0 && *(int64_t *)got.data == TRACKED);
+    coil_tensor_free(&got);
+}
+
+/* The trainer's checkpoint holds every num_batches_tracked (int64, as loaded) beside the
+ * parameters and running statistics. */
+static void check_checkpoint(coil_trainer *tr, coil_model *m)
+{
+    char dir[] = "/tmp/coil_test_batch_norm_XXXXXX", path[64];
+    coil_error err = {0};
+    Err e = {0};
+    StFile f;
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_OK(coil_trainer_save(tr, dir, &err), err);
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    if (!safetensors_read(path, &f, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        failures++;
+        return;
     }
+    int tracked = 0;
+    for (int i = 0; i < coil_count(m, COIL_PARAM); i++) {
+        const char *name = coil_info_at(m, COIL_PARAM, i)->name;
+        const StEntry *en = safetensors_find(&f, name);
+        CHECK(en != NULL);
+        if (!en || !is_tracked(name))
+            continue;
+        Tensor t = {0};
+        CHECK(safetensors_tensor(&f, en, &t, &e) && t.dt == DT_I64 && t.rank == 0 &&
+              *(int64_t *)t.data == TRACKED);
+        tensor_free(&t);
+        tracked++;
+    }
+    CHECK(tracked == 6);
+    safetensors_free(&f);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/train.lock", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* The trainer's value of parameter `name` against DIR/expect.<name>.npy. */
@@ -130,7 +183,7 @@ static void test_trains_like_pytorch(void)
     int mean = coil_find(m, COIL_PARAM, "layer2.0.downsample.1.running_mean");
     CHECK(mean >= 0 && coil_info_at(m, COIL_PARAM, mean)->buffer);
     CHECK(!coil_info_at(m, COIL_PARAM, coil_find(m, COIL_PARAM, "bn1.weight"))->buffer);
-    set_fixture_params(m);
+    load_fixture_params(m);
     coil_trainer *tr = sgd_trainer(m);
     Tensor losses = read_npy(DIR "losses.npy");
     for (int s = 0; tr && losses.data && s < STEPS; s++) {
@@ -145,10 +198,15 @@ static void test_trains_like_pytorch(void)
         CHECK(fabs(loss - want) <= 1e-5 * fmax(1, fabs(want)));
         tensor_free(&x), tensor_free(&y);
     }
-    for (int i = 0; tr && i < coil_count(m, COIL_PARAM); i++)
-        check_param(tr, m, coil_info_at(m, COIL_PARAM, i)->name, 1e-5);
+    for (int i = 0; tr && i < coil_count(m, COIL_PARAM); i++) {
+        const char *name = coil_info_at(m, COIL_PARAM, i)->name;
+        if (is_tracked(name))
+            check_tracked(tr, m, name);
+        else
+            check_param(tr, m, name, 1e-5);
+    }
     if (tr)
-        check_eval(tr);
+        check_checkpoint(tr, m), check_eval(tr);
     tensor_free(&losses);
     coil_trainer_free(tr);
     coil_free(m);

@@ -6,7 +6,9 @@ BasicBlock, a strided BasicBlock with its downsample, global average pool, fc), 
 torchvision's parameter names; this script builds the same net from torch.nn.functional,
 draws its weights and STEPS batches of B images, trains with plain SGD (lr LR, no momentum,
 no weight decay) on the cross-entropy, and writes in resnet/: the initial parameters and
-buffers (param.<name>.npy), the batches (x.<k>.npy, y.<k>.npy), each step's loss
+buffers as a torchvision-style state dict saved with safetensors (state_dict.safetensors:
+each batch norm's num_batches_tracked too, int64, at TRACKED, as a pretrained net's
+would hold), the batches (x.<k>.npy, y.<k>.npy), each step's loss
 (losses.npy, f32), every parameter and buffer after the last step (expect.<name>.npy),
 and the trained net's logits in evaluation mode on one more batch (x.eval.npy,
 expect.eval.npy). float64 throughout.
@@ -19,9 +21,11 @@ import os
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resnet")
 B, STEPS, LR = 8, 10, 0.05
+TRACKED = 12345  # num_batches_tracked in the state dict; nn.BatchNorm2d would add STEPS in training
 BN = ("weight", "bias", "running_mean", "running_var")
 
 
@@ -75,8 +79,10 @@ def draw(rng, name, shape):
 def main():
     rng = np.random.RandomState(5)
     values = {k: draw(rng, k, s) for k, s in shapes().items()}
-    for k, a in values.items():
-        np.save(os.path.join(HERE, f"param.{k}.npy"), a)
+    state = {k: torch.tensor(a) for k, a in values.items()}
+    for k in [k for k in values if k.endswith(".running_var")]:
+        state[k[:-len("running_var")] + "num_batches_tracked"] = torch.tensor(TRACKED, dtype=torch.int64)
+    save_file(state, os.path.join(HERE, "state_dict.safetensors"))
     buffers = [k for k in values if k.endswith(("running_mean", "running_var"))]
     p = {k: torch.tensor(a, dtype=torch.float64, requires_grad=k not in buffers)
          for k, a in values.items()}
