@@ -272,6 +272,32 @@ static void check_sig_type(Sema *s, const TypeExpr *t, bool allow_ellipsis, bool
     }
 }
 
+/* A model output's name in the graph: its own, or out<i> (b_output's) when unnamed. */
+static const char *output_name(const Param *r, int i, char *buf, size_t n)
+{
+    if (r->name)
+        return r->name;
+    snprintf(buf, n, "out%d", i);
+    return buf;
+}
+
+/* A model's outputs are found by name (coil run, the C API, packages): no two alike. */
+static void check_output_names(Sema *s, const Param *rets)
+{
+    int i = 0;
+    for (const Param *r = rets; r; r = r->next, i++) {
+        char mine[32], theirs[32];
+        const char *name = output_name(r, i, mine, sizeof mine);
+        int j = 0;
+        for (const Param *q = rets; q != r; q = q->next, j++)
+            if (strcmp(output_name(q, j, theirs, sizeof theirs), name) == 0) {
+                diag_error(s->p->diags, r->loc, "outputs %d and %d are both named '%s'%s", j, i,
+                           name, r->name && q->name ? "" : " (an unnamed output i is out<i>)");
+                break;
+            }
+    }
+}
+
 static void check_signature(Sema *s, const Item *it)
 {
     bool model = it->kind == I_MODEL;
@@ -294,6 +320,8 @@ static void check_signature(Sema *s, const Item *it)
         check_sig_type(s, p->type, !model, true);
     for (const Param *r = it->rets; r; r = r->next)
         check_sig_type(s, r->type, !model, false);
+    if (model)
+        check_output_names(s, it->rets);
     if (model && !it->rets)
         diag_error(s->p->diags, it->loc, "model '%s' needs its output types: `model %s(...) -> f32[...]`",
                    it->name, it->name);
