@@ -173,7 +173,9 @@ static bool params_from_model(coil_trainer *tr, coil_error *err)
         Tensor *dst = &run[tr->param_at[i]];
         const Tensor *src = &m->params[i];
         char got[128], want[128];
-        if (src->dt != dst->dt || tensor_numel(src) != tensor_numel(dst))
+        bool alike = src->dt == dst->dt && src->rank == dst->rank &&
+                     memcmp(src->shape, dst->shape, (size_t)src->rank * sizeof *src->shape) == 0;
+        if (!alike)
             ok = api_fail(err, COIL_ERR_SHAPE, "parameter '%s': the model's is %s, the training "
                           "graph's %s (its symbolic sizes differ)", name,
                           tensor_fmt(src, got, sizeof got), tensor_fmt(dst, want, sizeof want));

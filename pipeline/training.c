@@ -1,7 +1,8 @@
 /* training.c — the training pipeline's graph stages, in the order training_graph lists
  * them: the loss, the kept buffers, mixed precision, the loss scale, autodiff, sizes and
- * FLOPs, the passes, rematerialisation. The joint graph then goes through pipeline.c like any graph (fusion,
- * lowering, code generation, the memory plan), as train/train_loop.c asks. */
+ * FLOPs, the passes, rematerialisation. The joint graph then goes through pipeline.c like
+ * any graph (fusion, lowering, code generation, the memory plan), as train/train_loop.c
+ * asks. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -72,13 +72,14 @@ static int is_case(const struct dirent *d)
 }
 
 /* Every fixture lowered and written with its own prefix (f<i>_) after one prelude, into
- * one source; the number of kernels, or -1 (said, counted) when a fixture fails before
- * NVRTC. One NVRTC program for all of them: each program costs NVRTC a fixed ~0.2 s
- * (its headers and the prelude), which 190 fixtures times two architectures made most of
- * this test's time. */
+ * one source; the number of kernels, or -1 when a fixture failed before NVRTC (each such
+ * one said and counted). One NVRTC program for all of them: each program costs NVRTC a
+ * fixed ~0.2 s (its headers and the prelude), which 190 fixtures times two architectures
+ * made most of this test's time. */
 static int fixtures_source(struct dirent **list, int n, FILE *out)
 {
     int kernels = 0;
+    bool failed = false;
     fputs(cuda_prelude, out);
     for (int i = 0; i < n; i++) {
         char path[1024], prefix[32];
@@ -91,14 +92,12 @@ static int fixtures_source(struct dirent **list, int n, FILE *out)
         if (part)
             fputs(part, out), kernels += p->nkernel;
         else
-            fprintf(stderr, "%s: %s\n", list[i]->d_name, e.msg), kernels = -1, check_failures++;
+            fprintf(stderr, "%s: %s\n", list[i]->d_name, e.msg), failed = true, check_failures++;
         free(part);
         program_free(p);
         graph_free(g);
-        if (kernels < 0)
-            break;
     }
-    return kernels;
+    return failed ? -1 : kernels;
 }
 
 /* All fixtures in one program; where it fails, each one alone, to name the culprits. */
