@@ -1,6 +1,6 @@
 /* node_tests.c — runs the onnx wheel's backend node tests (DIR/test_NAME/model.onnx with
- * test_data_set_0/{input,output}_N.pb) through coil, compiled and interpreted, each in its
- * own process; prints passed / failed / unsupported per op and in total, and fails when a
+ * test_data_set_0/{input,output}_N.pb) through coil, compiled and interpreted, in worker
+ * processes that a crash or timeout cannot take the run down with; prints passed / failed / unsupported per op and in total, and fails when a
  * test of the expected-pass list no longer passes.
  *
  * usage: node_tests NODE_DIR EXPECTED_PASS [--jobs N] [--only SUBSTR] [--update] [-v]
@@ -48,7 +48,7 @@ typedef struct Options {
     bool update, verbose, interp;
 } Options;
 
-/* ---------------------------------------------------------------- one test (a child) */
+/* ---------------------------------------------------------------- one test (in a worker) */
 
 static bool read_pb(const char *path, Tensor *t, char *why, size_t n)
 {
@@ -368,81 +368,144 @@ static Test *list_tests(const Options *o, int *count)
     return t;
 }
 
-typedef struct Child {
+/* The tests run in --jobs worker processes, each taking test numbers on one pipe and
+ * answering "KIND\tWHY" on another, many tests per process: LLVM's one-time set-up in a
+ * process (its target tables, pass registries, code generator) costs as much as compiling a
+ * small model, and a process per test paid it 1,765 times. A crash or a timeout ends only
+ * its worker: that test fails with the signal's name and a fresh worker takes the next. */
+typedef struct Worker {
     pid_t pid;
-    int fd, test;
-} Child;
+    int to, from; /* test numbers to it, results from it; -1 when closed */
+    int test;     /* the test it runs, or -1 when idle */
+} Worker;
 
-/* A test in a child process: "KIND\tWHY" down the pipe; a crash or timeout shows as the
- * child's status. */
-static Child start(const Options *o, Test *t, int index)
+static void serve(const Options *o, const Test *tests, int to, int from)
 {
-    int p[2];
-    if (pipe(p) != 0) {
+    int index;
+    while (read(to, &index, sizeof index) == (ssize_t)sizeof index) {
+        char dir[4200], why[600] = "", line[700];
+        snprintf(dir, sizeof dir, "%s/%s", o->dir, tests[index].name);
+        alarm((unsigned)o->timeout);
+        Kind k = run_test(dir, o->interp, why, sizeof why);
+        alarm(0);
+        for (char *s = why; *s; s++)
+            if (*s == '\n' || *s == '\t')
+                *s = ' ';
+        int len = snprintf(line, sizeof line, "%d\t%s", (int)k, why);
+        /* one write, shorter than PIPE_BUF: the parent's one read gets all of it */
+        if (write(from, line, (size_t)(len < (int)sizeof line ? len : (int)sizeof line - 1)) < 0)
+            break;
+    }
+    _exit(0);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* Fork worker w; the child closes every other worker's pipes, or their ends would keep
+ * a dead worker's result pipe open and the parent would never see it end. */
+static void spawn(const Options *o, const Test *tests, Worker *w, Worker *all, int nall)
+{
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0) {
         perror("pipe");
         exit(2);
     }
     pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        alarm((unsigned)o->timeout);
-        char dir[4200], why[600] = "";
-        snprintf(dir, sizeof dir, "%s/%s", o->dir, t->name);
-        Kind k = run_test(dir, o->interp, why, sizeof why);
-        for (char *s = why; *s; s++)
-            if (*s == '\n' || *s == '\t')
-                *s = ' ';
-        dprintf(p[1], "%d\t%s", (int)k, why);
-        _exit(0);
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
     }
-    close(p[1]);
-    return (Child){pid, p[0], index};
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        for (int i = 0; i < nall; i++)
+            close_fd(&all[i].to), close_fd(&all[i].from);
+        close(to[1]), close(from[0]);
+        serve(o, tests, to[0], from[1]);
+    }
+    close(to[0]), close(from[1]);
+    *w = (Worker){pid, to[1], from[0], -1};
 }
 
-static void finish(Child *ch, Test *tests, int status)
+/* Give the worker test `next`, if one is left. A worker that died meanwhile does not
+ * take it: its result pipe's end then says how it ended, and that test fails. */
+static bool assign(Worker *w, int next, int n)
 {
-    Test *t = &tests[ch->test];
+    if (next >= n)
+        return false;
+    w->test = next;
+    ssize_t sent = write(w->to, &next, sizeof next);
+    (void)sent;
+    return true;
+}
+
+/* The worker's answer for its test: "KIND\tWHY", or, when it ended, how it ended. */
+static void collect(Worker *w, Test *tests)
+{
+    Test *t = &tests[w->test];
     char buf[700] = "";
-    ssize_t got = read(ch->fd, buf, sizeof buf - 1);
-    close(ch->fd);
+    ssize_t got = read(w->from, buf, sizeof buf - 1);
     buf[got > 0 ? got : 0] = '\0';
     char *tab = strchr(buf, '\t');
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && tab) {
+    if (got > 0 && tab) {
         t->kind = (Kind)atoi(buf);
         snprintf(t->why, sizeof t->why, "%s", tab + 1);
-    } else if (WIFSIGNALED(status)) {
-        t->kind = R_FAIL;
+        w->test = -1;
+        return;
+    }
+    int status = 0;
+    waitpid(w->pid, &status, 0);
+    close_fd(&w->to), close_fd(&w->from);
+    w->pid = 0, w->test = -1;
+    t->kind = R_FAIL;
+    if (WIFSIGNALED(status))
         snprintf(t->why, sizeof t->why, "%s", WTERMSIG(status) == SIGALRM ? "timed out"
                  : strsignal(WTERMSIG(status)));
-    } else {
-        t->kind = R_FAIL;
-        snprintf(t->why, sizeof t->why, "exited with status %d", WEXITSTATUS(status));
-    }
+    else
+        snprintf(t->why, sizeof t->why, "its worker exited with status %d", WEXITSTATUS(status));
 }
 
 static void run_all(const Options *o, Test *tests, int n)
 {
-    Child *kids = calloc((size_t)o->jobs, sizeof *kids);
-    int running = 0, next = 0;
-    while (next < n || running) {
-        while (running < o->jobs && next < n) {
-            kids[running++] = start(o, &tests[next], next);
-            next++;
-        }
-        int status;
-        pid_t pid = wait(&status);
-        if (pid < 0) {
-            perror("wait");
+    signal(SIGPIPE, SIG_IGN); /* a worker that died is seen at its result pipe's end */
+    int nw = o->jobs < n ? o->jobs : n, next = 0, busy = 0;
+    Worker *w = calloc((size_t)nw, sizeof *w);
+    struct pollfd *fds = calloc((size_t)nw, sizeof *fds);
+    for (int i = 0; i < nw; i++)
+        w[i] = (Worker){0, -1, -1, -1};
+    for (int i = 0; i < nw; i++) {
+        spawn(o, tests, &w[i], w, i);
+        busy += assign(&w[i], next++, n);
+    }
+    while (busy) {
+        for (int i = 0; i < nw; i++)
+            fds[i] = (struct pollfd){w[i].test >= 0 ? w[i].from : -1, POLLIN, 0};
+        if (poll(fds, (nfds_t)nw, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            perror("poll");
             exit(2);
         }
-        for (int i = 0; i < running; i++)
-            if (kids[i].pid == pid) {
-                finish(&kids[i], tests, status);
-                kids[i] = kids[--running];
-                break;
-            }
+        for (int i = 0; i < nw; i++) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            collect(&w[i], tests), busy--;
+            if (next < n && !w[i].pid)
+                spawn(o, tests, &w[i], w, nw);
+            if (next < n)
+                busy += assign(&w[i], next++, n);
+        }
     }
-    free(kids);
+    for (int i = 0; i < nw; i++) {
+        close_fd(&w[i].to), close_fd(&w[i].from);
+        if (w[i].pid)
+            waitpid(w[i].pid, NULL, 0);
+    }
+    free(w), free(fds);
 }
 
 /* ---------------------------------------------------------------- the expected list */
