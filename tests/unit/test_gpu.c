@@ -481,9 +481,13 @@ static void autotune_case(const char *path, const char *const *set, int nset)
 {
     Model m;
     Tensor base[8] = {{0}}, tuned[8] = {{0}};
-    char dir[] = "/tmp/coil-gpu-tune-XXXXXX", cache[64];
-    if (!mkdtemp(dir) || !model_file(path, set, nset, 5, &m))
+    char dir[] = "/tmp/coil-gpu-tune-XXXXXX", cache[80];
+    if (!model_file(path, set, nset, 5, &m))
         return;
+    if (!mkdtemp(dir)) {
+        model_free(&m);
+        return;
+    }
     snprintf(cache, sizeof cache, "%s/autotune.json", dir);
     compiled_free(model_run(&m, gpu, 1, "default", base));
     for (int round = 0; round < 2; round++) {
@@ -504,6 +508,8 @@ static void autotune_case(const char *path, const char *const *set, int nset)
         compiled_free(c);
         tune_report_free(&rep);
     }
+    unlink(cache);
+    strcat(cache, ".lock"); /* the cache's writers' lock */
     unlink(cache);
     rmdir(dir);
     tensors_free(base, m.g->noutput);
