@@ -1,6 +1,7 @@
-/* hash.h — FNV-1a 64, the one hash coil keys its tables and caches with (names, JSON keys,
- * CSE, the memo of lowering, the autotune, object and cubin caches, init streams). It must
- * stay the same across runs and machines: cache keys and parameter streams depend on it. */
+/* hash.h — FNV-1a 64, the hash coil keys its tables and in-memory caches with (names, JSON
+ * keys, CSE, the memo of lowering, the autotune cache, init streams); the code caches on
+ * disk key on SHA-256 (base/disk_cache.h). It must stay the same across runs and machines:
+ * cache keys and parameter streams depend on it. */
 #ifndef COIL_BASE_HASH_H
 #define COIL_BASE_HASH_H
 

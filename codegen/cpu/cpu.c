@@ -1,13 +1,18 @@
 /* cpu.c — the CPU backend's interface (cpu.h): a Program becomes one LLVM module (every
- * kernel, every GEMM step's tile function, the micro-kernels), optimised and JIT-compiled;
- * or written out as IR, assembly or an object, and such an object loaded back. */
+ * kernel, every GEMM step's tile function, the micro-kernels), optimised and compiled to
+ * an object that the JIT links (kept in the object cache, so that the same module is
+ * compiled once); or written out as IR, assembly or an object, and such an object loaded
+ * back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/BitWriter.h>
 #include <llvm-c/Orc.h>
 
+#include "base/build_id.h"
+#include "base/disk_cache.h"
 #include "base/fileio.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -118,13 +123,11 @@ static void debug_module(DebugDir *d, const char *stage, LLVMModuleRef mod)
     LLVMDisposeMessage(text);
 }
 
-/* Every kernel, tile function and micro-kernel of p into mod, verified and optimised;
- * with a debug directory the module written there before and after the optimiser, and
- * *times (NULL: not kept) the seconds of each, the writing left out. */
-static bool build(const Program *p, const Target *t, DebugDir *debug, LLVMModuleRef mod,
-                  CpuTimes *times, Err *e)
+/* Every kernel, tile function and micro-kernel of p into mod, verified; with a debug
+ * directory the module written there. */
+static bool generate(const Program *p, const Target *t, DebugDir *debug, LLVMModuleRef mod,
+                     Err *e)
 {
-    double t0 = clock_seconds();
     LLVMSetTarget(mod, t->triple);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
     LLVMSetModuleDataLayout(mod, dl);
@@ -152,17 +155,106 @@ static bool build(const Program *p, const Target *t, DebugDir *debug, LLVMModule
         return false;
     }
     LLVMDisposeMessage(msg);
-    double t1 = clock_seconds();
     debug_module(debug, "llvm-ir", mod);
-    double t2 = clock_seconds();
-    ok = target_optimise(t, mod, e);
-    double t3 = clock_seconds();
+    return true;
+}
+
+/* The optimiser over mod; with a debug directory the result written there. */
+static bool optimise(const Target *t, DebugDir *debug, LLVMModuleRef mod, Err *e)
+{
+    if (!target_optimise(t, mod, e))
+        return false;
     char stage[16];
     snprintf(stage, sizeof stage, "llvm-ir-O%d", t->opt_level);
-    if (ok)
-        debug_module(debug, stage, mod);
-    if (times)
-        times->ir_s = t1 - t0, times->opt_s = t3 - t2;
+    debug_module(debug, stage, mod);
+    return true;
+}
+
+/* ---------------------------------------------------------------- the object cache */
+
+/* The clock less the time spent writing the debug directory's files. */
+static double seconds_but_writing(const DebugDir *debug)
+{
+    return clock_seconds() - debug_dir_seconds(debug);
+}
+
+/* The key of mod's object: everything that decides the machine code. The module (as
+ * bitcode) holds the program, the target's CPU and features; the rest is the optimiser's
+ * level, LLVM's version and how this coil was built (its pipeline and code generator
+ * options are code, which the build ID covers). False, no caching, without a build ID. */
+static bool object_key(const Target *t, LLVMModuleRef mod, char key[SHA256_HEX])
+{
+    const char *id = build_id();
+    if (!id)
+        return false;
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    char head[512];
+    int n = snprintf(head, sizeof head, "coil cpu object\n%s\nllvm %u.%u.%u\nO%d\n%s\n", id,
+                     major, minor, patch, t->opt_level, t->triple);
+    LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(mod);
+    if (!bc)
+        return false;
+    Sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, head, (size_t)n);
+    sha256_update(&s, LLVMGetBufferStart(bc), LLVMGetBufferSize(bc));
+    sha256_hex(&s, key);
+    LLVMDisposeMemoryBuffer(bc);
+    return true;
+}
+
+/* mod's machine code as an ELF object in memory (malloc'd). */
+static bool emit_object(const Target *t, LLVMModuleRef mod, void **obj, size_t *n, Err *e)
+{
+    char *msg = NULL;
+    LLVMMemoryBufferRef buf = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(t->tm, mod, LLVMObjectFile, &msg, &buf)) {
+        err_set(e, ERR_INPUT, "cpu: cannot generate machine code: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    *n = LLVMGetBufferSize(buf);
+    *obj = malloc(*n ? *n : 1);
+    if (*obj)
+        memcpy(*obj, LLVMGetBufferStart(buf), *n);
+    else
+        err_set(e, ERR_MEMORY, "cpu: out of memory");
+    LLVMDisposeMemoryBuffer(buf);
+    return *obj != NULL;
+}
+
+/* p's object: from the cache when an earlier compile left it there, else generated,
+ * optimised and compiled (and left there). The debug directory's stages need the
+ * optimiser to run, so a compile that writes them neither reads nor fills the cache. */
+static bool make_object(const Program *p, const Target *t, const CpuOptions *o, void **obj,
+                        size_t *n, CpuTimes *times, Err *e)
+{
+    DebugDir *debug = o ? o->debug : NULL;
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", ctx);
+    double t0 = seconds_but_writing(debug);
+    bool ok = generate(p, t, debug, mod, e);
+    double t1 = seconds_but_writing(debug);
+    DiskCache cache;
+    char key[SHA256_HEX];
+    bool cacheable = ok && !debug &&
+                     disk_cache_open(&cache, o ? o->cache_dir : NULL, "cpu", "o") &&
+                     object_key(t, mod, key);
+    bool hit = cacheable && disk_cache_get(&cache, key, obj, n);
+    double t2 = seconds_but_writing(debug);
+    *times = (CpuTimes){.ir_s = t1 - t0, .machine_s = t2 - t1, .cached = hit};
+    if (ok && !hit) {
+        ok = optimise(t, debug, mod, e);
+        double t3 = seconds_but_writing(debug);
+        ok = ok && emit_object(t, mod, obj, n, e);
+        times->opt_s = t3 - t2;
+        times->machine_s = seconds_but_writing(debug) - t3;
+        if (ok && cacheable)
+            disk_cache_put(&cache, key, *obj, *n);
+    }
+    LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
     return ok;
 }
 
@@ -215,36 +307,36 @@ static CpuModule *module_new(const Program *p)
 CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
 {
     DebugDir *debug = o ? o->debug : NULL;
-    double t0 = clock_seconds() - debug_dir_seconds(debug); /* the writing below left out */
+    double t0 = seconds_but_writing(debug);
     Target t;
     if (!target_make(o, &t, e))
         return NULL;
     CpuModule *m = module_new(p);
-    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", LLVMOrcThreadSafeContextGetContext(tsc));
-    bool ok = m && build(p, &t, debug, mod, &m->times, e) && jit_new(&m->jit, &t, e);
-    if (ok) {
-        ok = jit_add_module(&m->jit, tsc, mod, e);
-        mod = NULL;
-    }
-    if (mod)
-        LLVMDisposeModule(mod);
-    LLVMOrcDisposeThreadSafeContext(tsc);
+    void *obj = NULL;
+    size_t n = 0;
+    bool ok = m && make_object(p, &t, o, &obj, &n, &m->times, e);
+    double t1 = seconds_but_writing(debug);
+    ok = ok && jit_new(&m->jit, &t, e) && jit_add_object(&m->jit, obj, n, "cpu", e) &&
+         lookup_all(m, p, "cpu", t.vec, e); /* links the object */
+    free(obj);
     if (!m)
         err_set(e, ERR_MEMORY, "cpu: out of memory");
-    double t1 = clock_seconds();
     int level = t.opt_level;
-    ok = ok && lookup_all(m, p, "cpu", t.vec, e); /* materialises: compiles to machine code */
     target_free(&t);
     if (!ok) {
         cpu_free(m);
         return NULL;
     }
-    m->times.machine_s = clock_seconds() - t1;
-    m->seconds = clock_seconds() - debug_dir_seconds(debug) - t0;
-    coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, O%d %.1f ms, machine code %.1f ms",
-             p->graph && p->graph->name ? p->graph->name : "program", p->nkernel,
-             m->times.ir_s * 1e3, level, m->times.opt_s * 1e3, m->times.machine_s * 1e3);
+    m->times.machine_s += seconds_but_writing(debug) - t1;
+    m->seconds = seconds_but_writing(debug) - t0;
+    if (m->times.cached)
+        coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, the object from the cache in %.1f ms",
+                 p->graph && p->graph->name ? p->graph->name : "program", p->nkernel,
+                 m->times.ir_s * 1e3, m->times.machine_s * 1e3);
+    else
+        coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, O%d %.1f ms, machine code %.1f ms",
+                 p->graph && p->graph->name ? p->graph->name : "program", p->nkernel,
+                 m->times.ir_s * 1e3, level, m->times.opt_s * 1e3, m->times.machine_s * 1e3);
     return m;
 }
 
@@ -314,8 +406,8 @@ bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const cha
         return false;
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", ctx);
-    bool ok = build(p, &t, NULL, mod, NULL, e);
-    ok = ok && emit_atomically(&t, mod, kind, path, e);
+    bool ok = generate(p, &t, NULL, mod, e) && optimise(&t, NULL, mod, e) &&
+              emit_atomically(&t, mod, kind, path, e);
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);
     target_free(&t);
@@ -361,7 +453,7 @@ CpuModule *cpu_load_object(const Program *p, const char *obj_path, Err *e)
         return NULL;
     CpuModule *m = module_new(p);
     int vec = 0;
-    bool ok = m && jit_new(&m->jit, &t, e) && jit_add_object(&m->jit, obj_path, e) &&
+    bool ok = m && jit_new(&m->jit, &t, e) && jit_add_object_file(&m->jit, obj_path, e) &&
               check_object(m, p, obj_path, &vec, e) && lookup_all(m, p, obj_path, vec, e);
     target_free(&t);
     if (!m)

@@ -14,7 +14,10 @@ typedef struct CpuOptions {
     int opt_level;   /* 0..3; 0 means the default: 3 (1 in the sanitizer build) */
     const char *cpu; /* target CPU name ("skylake-avx512"), NULL: the host's, features included */
     DebugDir *debug; /* cpu_compile writes the module there as generated and after the
-                        optimiser (llvm-ir.ll, llvm-ir-O3.ll at O3); NULL: nowhere */
+                        optimiser (llvm-ir.ll, llvm-ir-O3.ll at O3); NULL: nowhere. A
+                        compile with a debug directory bypasses the object cache */
+    const char *cache_dir; /* the object cache (base/disk_cache.h): NULL, $COIL_CACHE_DIR/cpu
+                              (else $XDG_CACHE_HOME/coil/cpu, ~/.cache/coil/cpu); "": off */
 } CpuOptions;
 
 /* ---------------------------------------------------------------- GEMM micro-kernels */
@@ -51,7 +54,8 @@ typedef struct Ukernels {
 /* ---------------------------------------------------------------- compiling */
 
 /* Compile every kernel of p, a TileFn for every GEMM step and the micro-kernels into one
- * JIT'd module; NULL with e set on failure. */
+ * JIT-linked object, or take that object from the cache when the same module was compiled
+ * before (by this build of coil, with this LLVM, for this CPU); NULL with e set on failure. */
 CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e);
 /* The entry point of kernel k (index into p->kernel). */
 KernelFn cpu_kernel(const CpuModule *m, int k);
@@ -63,9 +67,11 @@ const Ukernels *cpu_ukernels(const CpuModule *m);
 /* Seconds spent in IR generation + optimisation + machine code, for reports. */
 double cpu_compile_seconds(const CpuModule *m);
 /* The same split by stage (writing CpuOptions.debug's files left out): generating the
- * LLVM IR (and verifying it), the optimiser, machine code (the JIT's materialisation). */
+ * LLVM IR (and verifying it), the optimiser, machine code (compiling the object, or
+ * taking it from the cache, and linking it). */
 typedef struct CpuTimes {
     double ir_s, opt_s, machine_s;
+    bool cached; /* the object came from the cache: no optimiser, no code generator */
 } CpuTimes;
 CpuTimes cpu_compile_times(const CpuModule *m);
 void cpu_free(CpuModule *m);

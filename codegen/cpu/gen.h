@@ -41,9 +41,9 @@ typedef struct Jit {
 } Jit;
 
 bool jit_new(Jit *j, const Target *t, Err *e);
-/* Takes the module (and a reference to its context) whatever happens. */
-bool jit_add_module(Jit *j, LLVMOrcThreadSafeContextRef tsc, LLVMModuleRef mod, Err *e);
-bool jit_add_object(Jit *j, const char *path, Err *e);
+/* An object in memory (copied), or in a file; errors name `where` or the file. */
+bool jit_add_object(Jit *j, const void *obj, size_t n, const char *where, Err *e);
+bool jit_add_object_file(Jit *j, const char *path, Err *e);
 /* The address of `name`; NULL with e set (naming `where`) when it cannot be had. */
 void *jit_lookup(Jit *j, const char *name, const char *where, Err *e);
 void jit_free(Jit *j);

@@ -1,4 +1,4 @@
-/* jit.c — ORC's LLJIT holding one module (cpu_compile) or one object file
+/* jit.c — ORC's LLJIT holding one object, compiled (cpu_compile) or read from a file
  * (cpu_load_object): created for a target, code added, symbols looked up; every error,
  * including those ORC reports while linking, comes back as an Err. */
 #include <stdint.h>
@@ -49,14 +49,22 @@ bool jit_new(Jit *j, const Target *t, Err *e)
     return true;
 }
 
-bool jit_add_module(Jit *j, LLVMOrcThreadSafeContextRef tsc, LLVMModuleRef mod, Err *e)
+/* LLVM's buffer goes to the JIT whatever happens. */
+static bool add_buffer(Jit *j, LLVMMemoryBufferRef buf, const char *where, Err *e)
 {
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
-    LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->lljit);
-    return ok_or(LLVMOrcLLJITAddLLVMIRModule(j->lljit, jd, tsm), e, "cpu: adding the module");
+    char what[1024];
+    snprintf(what, sizeof what, "%s: error: not a loadable object", where);
+    return ok_or(LLVMOrcLLJITAddObjectFile(j->lljit, LLVMOrcLLJITGetMainJITDylib(j->lljit), buf),
+                 e, what);
 }
 
-bool jit_add_object(Jit *j, const char *path, Err *e)
+bool jit_add_object(Jit *j, const void *obj, size_t n, const char *where, Err *e)
+{
+    return add_buffer(j, LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, n, "coil-object"),
+                      where, e);
+}
+
+bool jit_add_object_file(Jit *j, const char *path, Err *e)
 {
     LLVMMemoryBufferRef buf;
     char *msg = NULL;
@@ -65,10 +73,7 @@ bool jit_add_object(Jit *j, const char *path, Err *e)
         LLVMDisposeMessage(msg);
         return false;
     }
-    char what[1024];
-    snprintf(what, sizeof what, "%s: error: not a loadable object", path);
-    return ok_or(LLVMOrcLLJITAddObjectFile(j->lljit, LLVMOrcLLJITGetMainJITDylib(j->lljit), buf),
-                 e, what);
+    return add_buffer(j, buf, path, e);
 }
 
 void *jit_lookup(Jit *j, const char *name, const char *where, Err *e)

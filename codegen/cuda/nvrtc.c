@@ -13,7 +13,7 @@
 
 #include <nvrtc.h>
 
-#include "base/fileio.h"
+#include "base/disk_cache.h"
 #include "base/hash.h"
 #include "codegen/cuda/cuda.h"
 #include "codegen/cuda/libs.h"
@@ -122,7 +122,8 @@ void cubin_free(Cubin *c)
 
 /* ---------------------------------------------------------------- the cache */
 
-static uint64_t cache_key(const char *source, const char *const *opts, int nopt)
+/* A short tag for what was compiled, naming the file a failed source is kept in. */
+static uint64_t source_tag(const char *source, const char *const *opts, int nopt)
 {
     uint64_t h = fnv1a(FNV1A_OFFSET, source, strlen(source) + 1);
     for (int i = 0; i < nopt; i++)
@@ -131,71 +132,38 @@ static uint64_t cache_key(const char *source, const char *const *opts, int nopt)
     return fnv1a(h, v, sizeof v);
 }
 
-static bool cache_dir(const CudaCompileOptions *o, char *buf, size_t n)
+/* The cubin cache's key: the same inputs as source_tag's, as a SHA-256. */
+static void cubin_key(const char *source, const char *const *opts, int nopt, char key[SHA256_HEX])
 {
-    const char *dir = o->cache_dir, *env, *home;
-    if (dir) {
-        snprintf(buf, n, "%s", dir);
-        return *dir != 0;
-    }
-    if ((env = getenv("COIL_CACHE_DIR")) && *env)
-        snprintf(buf, n, "%s/cubin", env);
-    else if ((env = getenv("XDG_CACHE_HOME")) && *env)
-        snprintf(buf, n, "%s/coil/cubin", env);
-    else if ((home = getenv("HOME")) && *home)
-        snprintf(buf, n, "%s/.cache/coil/cubin", home);
-    else
-        return false;
-    return true;
-}
-
-/* mkdir -p, quietly: a cache that cannot be made is only slower. */
-static bool make_dirs(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        mkdir(path, 0777);
-        *p = '/';
-    }
-    return mkdir(path, 0777) == 0 || errno == EEXIST;
-}
-
-/* A cached cubin: an ELF file (anything else, a torn or foreign file, is ignored). */
-static bool cache_read(const char *path, Cubin *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = n > 4 ? malloc((size_t)n) : NULL;
-    bool ok = data && fread(data, 1, (size_t)n, f) == (size_t)n && memcmp(data, "\177ELF", 4) == 0;
-    fclose(f);
-    if (!ok) {
-        free(data);
-        return false;
-    }
-    *out = (Cubin){data, (size_t)n, true, 0};
-    return true;
+    Sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, "coil cubin\n", 11);
+    sha256_update(&s, source, strlen(source) + 1);
+    for (int i = 0; i < nopt; i++)
+        sha256_update(&s, opts[i], strlen(opts[i]) + 1);
+    int v[2] = {nv.major, nv.minor};
+    sha256_update(&s, v, sizeof v);
+    sha256_hex(&s, key);
 }
 
 bool cubin_read(const char *path, Cubin *out, Err *e)
 {
-    if (cache_read(path, out))
-        return true;
-    err_set(e, ERR_INPUT, "%s: cannot read a cubin (missing, or not an ELF object)", path);
-    return false;
-}
-
-/* Written whole or not at all (two processes at once both leave a whole file); a cache
- * that cannot be written only costs the next run a compile. */
-static void cache_write(const char path[4200], const Cubin *c)
-{
-    Err e = {0};
-    (void)file_write_atomic(path, c->data, c->size, &e);
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        n = ftell(f);
+    char *data = f && n > 4 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n) : NULL;
+    bool ok = data && fread(data, 1, (size_t)n, f) == (size_t)n && memcmp(data, "\177ELF", 4) == 0;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        free(data);
+        err_set(e, ERR_INPUT, "%s: cannot read a cubin (missing, or not an ELF object)", path);
+        return false;
+    }
+    *out = (Cubin){data, (size_t)n, true, 0};
+    return true;
 }
 
 /* ---------------------------------------------------------------- compiling */
@@ -275,23 +243,26 @@ bool nvrtc_compile(const char *source, const char *name, const CudaCompileOption
         err_set(e, ERR_INPUT, "cannot compile CUDA kernels: %s", why);
         return false;
     }
-    char arch[64], dir[4096], path[4200];
+    char arch[64], key[SHA256_HEX];
     const char *opts[8];
     int nopt;
     options(o, arch, sizeof arch, opts, &nopt);
-    uint64_t key = cache_key(source, opts, nopt);
-    bool cache = cache_dir(o, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)key);
-    if (cache && cache_read(path, out))
-        return true;
-    double t0 = clock_seconds();
-    char *data;
+    cubin_key(source, opts, nopt, key);
+    DiskCache cache;
+    bool cached = disk_cache_open(&cache, o->cache_dir, "cubin", "cubin");
+    void *data;
     size_t size;
-    if (!run_nvrtc(source, name, opts, nopt, key, false, &data, &size, e))
+    if (cached && disk_cache_get(&cache, key, &data, &size)) {
+        *out = (Cubin){data, size, true, 0};
+        return true;
+    }
+    double t0 = clock_seconds();
+    if (!run_nvrtc(source, name, opts, nopt, source_tag(source, opts, nopt), false, (char **)&data,
+                   &size, e))
         return false;
     *out = (Cubin){data, size, false, clock_seconds() - t0};
-    if (cache && make_dirs(dir))
-        cache_write(path, out);
+    if (cached)
+        disk_cache_put(&cache, key, data, size);
     return true;
 }
 
@@ -307,7 +278,7 @@ char *nvrtc_ptx(const char *source, const char *name, const CudaCompileOptions *
     int nopt;
     size_t size;
     options(o, arch, sizeof arch, opts, &nopt);
-    if (!run_nvrtc(source, name, opts, nopt, cache_key(source, opts, nopt), true, &text, &size, e))
+    if (!run_nvrtc(source, name, opts, nopt, source_tag(source, opts, nopt), true, &text, &size, e))
         return NULL;
     text[size] = 0;
     return text;

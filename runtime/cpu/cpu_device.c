@@ -93,7 +93,9 @@ static void *prepare(const Program *p, const EngineRequest *r, EngineMade *made,
     CpuModule *m = generate ? make_module(p, r, made, e) : NULL;
     made->from_object = r->object != NULL;
     made->generated = m != NULL;
-    made->codegen = r->object ? "loading the object" : m ? "LLVM" : "no code generator: loop evaluator";
+    made->codegen = r->object ? "loading the object"
+                    : m && llvm->times(m).cached ? "LLVM, cached"
+                    : m ? "LLVM" : "no code generator: loop evaluator";
     made->codegen_s = clock_seconds() - t0;
     if (made->nstage == 1)
         made->stage[0].seconds = made->codegen_s;

@@ -40,3 +40,6 @@ for name in ('libnvrtc.so', 'libnvrtc.so.13', 'libnvrtc.so.12'):
 config.substitutions.append(('%{exit}', '%s %s' % (sys.executable,
                                                    os.path.join(config.test_source_root, 'exit_status.py'))))
 config.environment['PATH'] = os.pathsep.join([tools_dir, config.environment['PATH']])
+# The build's own caches (compiled objects, cubins), shared by the tests of one build: lit
+# passes no HOME, and the user's cache is not the tests' to fill.
+config.environment['COIL_CACHE_DIR'] = os.path.join(bin_dir, 'test-cache')

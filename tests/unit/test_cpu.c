@@ -4,8 +4,10 @@
  * every reduction (argmax ties and NaN), a 3-phase softmax, nouter == 0, sub-ranges,
  * symbolic sizes, clamped loads under a select, tile functions with and without an
  * epilogue, llvm-ir/asm/obj output (vectorised), the object loaded back and its errors,
+ * the object cache (hits, misses, damaged entries),
  * two modules compiled and run on two threads at once; then the bandwidth of
  * y = gelu(x) + b next to memcpy's (printed, not checked). */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1332,6 +1334,78 @@ static void test_load_object(const char *dir)
     free(pr);
 }
 
+/* The object cache: a second compile of the same program takes its object (no optimiser,
+ * no code generator) and computes the same bits; another program, or a compile writing a
+ * debug directory, does not; an entry damaged on disk is compiled again and replaced. */
+static void test_object_cache(const char *dir)
+{
+    enum { R = 8, C = 64 };
+    char cache[512], entry[700] = "";
+    snprintf(cache, sizeof cache, "%s/objects", dir);
+    const CpuOptions o = {.cache_dir = cache};
+    Prog *pr = mixed_program(R, C), *other = mixed_program(R, C + 1);
+    CpuModule *first = compile(&pr->p, &o), *second = compile(&pr->p, &o);
+    CpuModule *third = compile(&other->p, &o);
+    CHECK(first && !cpu_compile_times(first).cached && cpu_compile_times(first).opt_s > 0);
+    CHECK(second && cpu_compile_times(second).cached && cpu_compile_times(second).opt_s == 0);
+    CHECK(third && !cpu_compile_times(third).cached);
+    void *b1[MAXB], *b2[MAXB];
+    for (int b = 0; b < pr->p.nbuf; b++) {
+        b1[b] = filled(DT_F32, numel(pr, b, NULL), wave);
+        b2[b] = filled(DT_F32, numel(pr, b, NULL), wave);
+    }
+    if (first && second) {
+        run_mixed(pr, first, b1, R);
+        run_mixed(pr, second, b2, R);
+        for (int b = 0; b < pr->p.nbuf; b++)
+            CHECK(memcmp(b1[b], b2[b], (size_t)numel(pr, b, NULL) * 4) == 0);
+    }
+    for (int b = 0; b < pr->p.nbuf; b++)
+        free(b1[b]), free(b2[b]);
+    cpu_free(first), cpu_free(second), cpu_free(third);
+
+    /* two entries; damage each byte class of the first: its header, its object */
+    DIR *d = opendir(cache);
+    struct dirent *de;
+    int nentry = 0;
+    while (d && (de = readdir(d)))
+        if (strstr(de->d_name, ".o"))
+            nentry++, snprintf(entry, sizeof entry, "%s/%.100s", cache, de->d_name);
+    if (d)
+        closedir(d);
+    CHECK(nentry == 2);
+    size_t n = 0;
+    char *bytes = entry[0] ? slurp(entry, &n) : NULL;
+    for (size_t at = 0; bytes && at < 2; at++) {
+        size_t where = at == 0 ? 20 : n - 100; /* in the key line; in the object */
+        bytes[where] ^= 1;
+        spill(entry, bytes, n);
+        bytes[where] ^= 1;
+        /* whichever program the entry was, one of the two compiles misses and rewrites it */
+        CpuModule *a = compile(&pr->p, &o), *b = compile(&other->p, &o);
+        CHECK(a && b && cpu_compile_times(a).cached + cpu_compile_times(b).cached == 1);
+        cpu_free(a), cpu_free(b);
+        size_t again = 0;
+        char *fixed = slurp(entry, &again);
+        CHECK(fixed && again == n && memcmp(fixed, bytes, n) == 0);
+        free(fixed);
+    }
+    free(bytes);
+
+    /* with a debug directory, the optimiser runs (its stage is written) */
+    char debug_path[600];
+    snprintf(debug_path, sizeof debug_path, "%s/debug", dir);
+    setenv("COIL_DEBUG_DIR", debug_path, 1);
+    DebugDir *debug = debug_dir_open("cached");
+    unsetenv("COIL_DEBUG_DIR");
+    CHECK(debug != NULL);
+    CpuModule *dbg = debug ? compile(&pr->p, &(CpuOptions){.cache_dir = cache, .debug = debug}) : NULL;
+    CHECK(dbg && !cpu_compile_times(dbg).cached);
+    cpu_free(dbg);
+    debug_dir_close(debug);
+    free(pr), free(other);
+}
+
 /* ---------------------------------------------------------------- errors, threads */
 
 /* Malformed kernels fail to compile with a message naming the kernel; none crashes. */
@@ -1482,6 +1556,7 @@ int main(void)
     if (mkdtemp(dir)) {
         test_emit(dir);
         test_load_object(dir);
+        test_object_cache(dir);
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0)
