@@ -1,4 +1,4 @@
-/* onnx.c — ONNX models (.onnx, opset 13 or later) to IR graphs: the ModelProto read with
+/* onnx.c — ONNX models (.onnx, opset 7 or later) to IR graphs: the ModelProto read with
  * protobuf-c, its initializers, inputs and outputs, and each node through onnx_ops.c's table. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -571,13 +571,17 @@ static bool word_in(const char *list, const char *word)
 }
 
 /* Why the table cannot take node n at all, or NULL when its row can try. */
-static const char *node_unsupported(const Onnx__NodeProto *n, char *buf, size_t len)
+static const char *node_unsupported(const Onnx__NodeProto *n, int64_t opset, char *buf,
+                                    size_t len)
 {
     const OnnxOp *row = onnx_op_find(n->op_type);
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
         return snprintf(buf, len, "domain '%s'", n->domain), buf;
     if (!row)
         return "no converter for this op";
+    if (opset < onnx_op_since(n->op_type))
+        return snprintf(buf, len, "not an operator of opset %lld (ONNX has it from opset %d)",
+                        (long long)opset, onnx_op_since(n->op_type)), buf;
     if ((int)n->n_input < row->min_in || (int)n->n_input > row->max_in)
         return snprintf(buf, len, "%zu operands (coil takes %d to %d)", n->n_input,
                         row->min_in, row->max_in), buf;
@@ -683,7 +687,7 @@ static bool bind_outputs(Cv *c)
 static bool convert_node(Onnx *o, const Onnx__NodeProto *n, Unsupported *u)
 {
     char why[200];
-    const char *reason = node_unsupported(n, why, sizeof why);
+    const char *reason = node_unsupported(n, o->opset, why, sizeof why);
     if (!reason && inputs_poisoned(o, n)) {
         poison_outputs(o, n);
         return true;

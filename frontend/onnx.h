@@ -5,7 +5,7 @@
 
 #include "frontend/frontend.h"
 
-/* An ONNX model (opset 13 or later) as an IR graph: initializers become constants, graph
+/* An ONNX model (opset 7 or later) as an IR graph: initializers become constants, graph
  * inputs inputs (dim_param names become symbols), each node coil ops. Every node coil
  * cannot convert is listed in one ERR_UNSUPPORTED error. */
 Graph *onnx_load(const char *path, const ModelOptions *opt, Err *e);

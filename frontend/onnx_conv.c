@@ -310,6 +310,8 @@ bool conv_resize(Cv *c)
     int x = cv_in(c, 0), na, mode, coord, nearest;
     if (x < 0)
         return false;
+    if (c->o->opset < 11) /* scales its second operand, no coordinate modes */
+        return cv_unsupported(c, "Resize-10 (opset 10): coil converts Resize from opset 11");
     Type t = cv_type(c, x);
     for (int i = 0; i < t.rank; i++)
         if (!dim_is_static(t.dim[i]))

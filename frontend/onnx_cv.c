@@ -247,6 +247,18 @@ int cv_reshape(Cv *c, int x, int rank, const Dim *dims)
     return b_reshape(cv_b(c), x, &t);
 }
 
+int cv_flatten_at(Cv *c, int x, int axis)
+{
+    if (x < 0)
+        return -1;
+    Type t = cv_type(c, x);
+    Dim d[2] = {dim_static(1), dim_static(1)};
+    bool overflow = false;
+    for (int i = 0; i < t.rank; i++)
+        d[i >= axis] = dim_mul(d[i >= axis], t.dim[i], &overflow);
+    return cv_reshape(c, x, 2, d);
+}
+
 int cv_to_last(Cv *c, int x, int axis)
 {
     return x < 0 ? -1 : b_move_axis(cv_b(c), x, axis, cv_type(c, x).rank - 1);

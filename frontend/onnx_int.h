@@ -6,7 +6,7 @@
 #include "frontend/frontend.h"
 #include "onnx.pb-c.h"
 
-enum { ONNX_MIN_OPSET = 13, ONNX_MAX_OUT = 8, ONNX_MAX_LIST = 64 };
+enum { ONNX_MIN_OPSET = 7, ONNX_MAX_OUT = 8, ONNX_MAX_LIST = 64 };
 
 /* A named ONNX value. id is its node (-1 until a constant is first used as an operand);
  * constants (initializers, Constant nodes, values folded at import) also hold their
@@ -59,6 +59,8 @@ struct OnnxOp {
 };
 
 const OnnxOp *onnx_op_find(const char *name);
+/* The first opset whose default domain has the op (1 for those from before opset 7). */
+int onnx_op_since(const char *name);
 
 /* onnx.c: values */
 OnnxValue *onnx_value(Onnx *o, const char *name);
@@ -119,6 +121,9 @@ int cv_bin(Cv *c, int op, int x, int y);
 int cv_where(Cv *c, int cond, int x, int y);
 int cv_cast(Cv *c, int x, DType dt);
 int cv_reshape(Cv *c, int x, int rank, const Dim *dims);
+/* x as the matrix [d0 * ... * d(axis-1), d(axis) * ... * d(n-1)]: Flatten's, and how
+ * Softmax and its kin saw their operand before opset 13. */
+int cv_flatten_at(Cv *c, int x, int axis);
 /* x with axis moved to the end, and (of such a result) back to axis. */
 int cv_to_last(Cv *c, int x, int axis);
 int cv_from_last(Cv *c, int x, int axis);

@@ -93,6 +93,7 @@ static bool conv_where(Cv *c)
 }
 
 /* Clip: min(max(x, lo), hi), each bound optional. */
+/* Clip's bounds are operands from opset 11 on, attributes min and max before. */
 static bool conv_clip(Cv *c)
 {
     int x = cv_in(c, 0);
@@ -100,6 +101,10 @@ static bool conv_clip(Cv *c)
         x = cv_bin(c, OP_MAXIMUM, x, cv_in(c, 1));
     if (x >= 0 && cv_has(c, 2))
         x = cv_bin(c, OP_MINIMUM, x, cv_in(c, 2));
+    if (x >= 0 && cv_attr(c, "min"))
+        x = cv_bin(c, OP_MAXIMUM, x, scalar_like(c, cv_float(c, "min", 0), x));
+    if (x >= 0 && cv_attr(c, "max"))
+        x = cv_bin(c, OP_MINIMUM, x, scalar_like(c, cv_float(c, "max", 0), x));
     c->out[0] = x;
     return x >= 0;
 }
@@ -410,13 +415,34 @@ static bool conv_gemm(Cv *c)
 
 /* ---------------------------------------------------------------- softmax */
 
+/* The operand Softmax, LogSoftmax and Hardmax normalise along *axis: x itself from opset
+ * 13 on (axis -1 by default); before, x flattened at `axis` (1 by default) into a matrix
+ * whose rows are normalised. -1 with the node's error when axis is out of range. */
+static int normalised_operand(Cv *c, int x, int *axis)
+{
+    Type t = cv_type(c, x);
+    bool rows = c->o->opset < 13;
+    if (!axis_norm(cv_int(c, "axis", rows ? 1 : -1), t.rank, axis))
+        return cv_invalid(c, "axis is out of range"), -1;
+    if (!rows || *axis == t.rank - 1)
+        return x;
+    int at = *axis;
+    *axis = 1;
+    return cv_flatten_at(c, x, at);
+}
+
 static bool conv_softmax(Cv *c)
 {
-    int x = cv_in(c, 0);
-    Attr axis = attr_int("axis", cv_int(c, "axis", -1));
+    int x = cv_in(c, 0), axis;
     if (!need_float(c, x))
         return false;
-    c->out[0] = b_op(cv_b(c), c->row->op, &x, 1, &axis, 1, NULL);
+    Type t = cv_type(c, x);
+    int m = normalised_operand(c, x, &axis);
+    if (m < 0)
+        return false;
+    Attr a = attr_int("axis", axis);
+    int y = b_op(cv_b(c), c->row->op, &m, 1, &a, 1, NULL);
+    c->out[0] = cv_reshape(c, y, t.rank, t.dim);
     return true;
 }
 
@@ -426,12 +452,15 @@ static bool conv_hardmax(Cv *c)
     int x = cv_in(c, 0), axis;
     if (x < 0)
         return false;
-    Type t = cv_type(c, x), it = t;
-    if (!axis_norm(cv_int(c, "axis", -1), t.rank, &axis))
-        return cv_invalid(c, "axis is out of range");
+    Type t = cv_type(c, x);
+    int m = normalised_operand(c, x, &axis);
+    if (m < 0)
+        return false;
+    Type it = cv_type(c, m);
     it.dt = DT_I64;
-    int at = b_argmax(cv_b(c), x, axis, true);
-    c->out[0] = cv_cast(c, cv_bin(c, OP_EQ, b_iota(cv_b(c), &it, axis), at), t.dt);
+    int at = b_argmax(cv_b(c), m, axis, true);
+    int y = cv_cast(c, cv_bin(c, OP_EQ, b_iota(cv_b(c), &it, axis), at), t.dt);
+    c->out[0] = cv_reshape(c, y, t.rank, t.dim);
     return true;
 }
 
@@ -698,6 +727,8 @@ static bool conv_batch_norm(Cv *c)
     int x = cv_in(c, 0);
     if (!need_float(c, x))
         return false;
+    if (!cv_int(c, "spatial", 1)) /* opset 7's per-element statistics ([C, H, W]) */
+        return cv_unsupported(c, "spatial=0 (statistics per element, not per channel)");
     int rank = cv_type(c, x).rank;
     double eps = cv_float(c, "epsilon", 1e-5), momentum = cv_float(c, "momentum", 0.9);
     int scale = per_channel(c, cv_in(c, 1), rank), bias = per_channel(c, cv_in(c, 2), rank);
@@ -819,9 +850,9 @@ static bool conv_dropout(Cv *c)
     }
     int x = cv_in(c, 0);
     c->out[0] = x;
-    if (x >= 0 && c->node->n_output > 1) {
+    if (x >= 0 && c->node->n_output > 1) { /* the mask: bool from opset 10, x's type before */
         Type t = cv_type(c, x);
-        t.dt = DT_BOOL;
+        t.dt = c->o->opset < 10 ? t.dt : DT_BOOL;
         c->out[1] = b_full(cv_b(c), 1, &t);
     }
     return x >= 0;
@@ -1116,7 +1147,7 @@ static const OnnxOp onnx_ops[] = {
     {"Or", conv_logic, OP_ADD, 2, 2, 1, ""},
     {"Xor", conv_logic, OP_NE, 2, 2, 1, ""},
     {"Where", conv_where, 0, 3, 3, 1, ""},
-    {"Clip", conv_clip, 0, 1, 3, 1, ""},
+    {"Clip", conv_clip, 0, 1, 3, 1, "max min"},
     {"Sign", conv_sign, 0, 1, 1, 1, ""},
     {"Floor", conv_floor, 0, 1, 1, 1, ""},
     {"Ceil", conv_ceil, 0, 1, 1, 1, ""},
@@ -1145,14 +1176,14 @@ static const OnnxOp onnx_ops[] = {
     {"CumSum", conv_cumsum, 0, 2, 2, 1, "exclusive reverse"},
     {"LayerNormalization", conv_layer_norm, 0, 2, 3, 3, "axis epsilon stash_type"},
     {"RMSNormalization", conv_rms_norm, 0, 2, 2, 1, "axis epsilon stash_type"},
-    {"BatchNormalization", conv_batch_norm, 0, 5, 5, 3, "epsilon momentum training_mode"},
+    {"BatchNormalization", conv_batch_norm, 0, 5, 5, 3, "epsilon momentum spatial training_mode"},
     {"InstanceNormalization", conv_instance_norm, 0, 3, 3, 1, "epsilon"},
     {"GroupNormalization", conv_group_norm, 0, 3, 3, 1, "epsilon num_groups stash_type"},
     {"MeanVarianceNormalization", conv_mvn, 0, 1, 1, 1, "axes"},
     {"LpNormalization", conv_lp_norm, 0, 1, 1, 1, "axis p"},
     {"GlobalAveragePool", conv_global_pool, OP_MEAN, 1, 1, 1, ""},
     {"GlobalMaxPool", conv_global_pool, OP_MAX, 1, 1, 1, ""},
-    {"Dropout", conv_dropout, 0, 1, 3, 2, "seed"},
+    {"Dropout", conv_dropout, 0, 1, 3, 2, "ratio seed"}, /* ratio: before opset 12 */
     {"Attention", conv_attention, 0, 3, 7, 4,
      "is_causal kv_num_heads q_num_heads qk_matmul_output_mode scale softcap softmax_precision"},
     {"RotaryEmbedding", conv_rotary, 0, 3, 4, 1, "interleaved num_heads rotary_embedding_dim"},
@@ -1207,6 +1238,34 @@ static const OnnxOp onnx_ops[] = {
     {"Cast", conv_cast, 0, 1, 1, 1, "saturate to"},
     {"CastLike", conv_cast_like, 0, 2, 2, 1, "saturate"},
 };
+
+/* The ops of the table that came after opset 7, with the opset that brought each (from
+ * onnx.defs: the smallest since_version of its schemas). */
+static const struct {
+    const char *name;
+    int since;
+} op_since[] = {
+    {"Erf", 9}, {"LessOrEqual", 12}, {"GreaterOrEqual", 12}, {"Where", 9}, {"Sign", 9},
+    {"Round", 11}, {"Mod", 10}, {"IsNaN", 9}, {"IsInf", 10}, {"Sinh", 9}, {"Cosh", 9},
+    {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9}, {"Mish", 18}, {"Celu", 12},
+    {"ThresholdedRelu", 10}, {"HardSwish", 14}, {"Swish", 24}, {"Shrink", 9}, {"Gelu", 20},
+    {"CumSum", 11}, {"LayerNormalization", 17}, {"RMSNormalization", 23},
+    {"GroupNormalization", 18}, {"MeanVarianceNormalization", 9}, {"Attention", 23},
+    {"RotaryEmbedding", 23}, {"NegativeLogLikelihoodLoss", 12},
+    {"SoftmaxCrossEntropyLoss", 12}, {"Resize", 10}, {"GatherElements", 11},
+    {"GatherND", 11}, {"ScatterND", 11}, {"ScatterElements", 11}, {"Expand", 8},
+    {"ConstantOfShape", 9}, {"Range", 11}, {"HannWindow", 17}, {"HammingWindow", 17},
+    {"BlackmanWindow", 17}, {"EyeLike", 9}, {"Trilu", 14}, {"OneHot", 9},
+    {"CenterCropPad", 18}, {"CastLike", 15},
+};
+
+int onnx_op_since(const char *name)
+{
+    for (size_t i = 0; i < sizeof op_since / sizeof op_since[0]; i++)
+        if (strcmp(op_since[i].name, name) == 0)
+            return op_since[i].since;
+    return 1;
+}
 
 const OnnxOp *onnx_op_find(const char *name)
 {

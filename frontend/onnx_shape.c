@@ -77,15 +77,6 @@ bool conv_reshape(Cv *c)
     return true;
 }
 
-static Dim dims_product(const Type *t, int from, int to)
-{
-    Dim p = dim_static(1);
-    bool overflow = false;
-    for (int i = from; i < to; i++)
-        p = dim_mul(p, t->dim[i], &overflow);
-    return p;
-}
-
 bool conv_flatten(Cv *c)
 {
     int x = cv_in(c, 0);
@@ -96,8 +87,7 @@ bool conv_flatten(Cv *c)
     axis = axis < 0 ? axis + t.rank : axis; /* -1 is the last axis; rank itself is allowed */
     if (axis < 0 || axis > t.rank)
         return cv_invalid(c, "axis %lld is out of range", (long long)cv_int(c, "axis", 1));
-    Dim dims[2] = {dims_product(&t, 0, (int)axis), dims_product(&t, (int)axis, t.rank)};
-    c->out[0] = cv_reshape(c, x, 2, dims);
+    c->out[0] = cv_flatten_at(c, x, (int)axis);
     return true;
 }
 

@@ -118,6 +118,17 @@ static void kit_attr_ints(Kit *k, const char *name, int n, int64_t *v)
     k->node[k->nnode - 1].n_attribute++;
 }
 
+/* A float attribute on the node made last. */
+static void kit_attr_float(Kit *k, const char *name, float v)
+{
+    Onnx__AttributeProto *a = &k->attr[k->nattr];
+    *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    a->name = (char *)name, a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = 1, a->f = v;
+    k->attrs[k->nattr++] = a;
+    k->node[k->nnode - 1].n_attribute++;
+}
+
 /* A string attribute on the node made last. */
 static void kit_attr_str(Kit *k, const char *name, const char *v)
 {
@@ -355,6 +366,100 @@ static void test_initializers(void)
     free(k);
 }
 
+/* ---------------------------------------------------------------- older opsets */
+
+/* Before opset 13 Softmax, LogSoftmax and Hardmax normalise x flattened into a matrix at
+ * axis (1 by default): over [2, 3, 4] at axis 1 each of the 2 rows of 12 sums to one (at
+ * opset 13 each of the 8 columns of 3 would), checked against that closed form; at the
+ * last axis the two readings agree. Clip-6 takes its bounds as attributes. */
+static void test_old_opsets(void)
+{
+    static int64_t dims[3] = {2, 3, 4}, one = 1, last = 2;
+    static const char *x[] = {"x"};
+    float in_data[24], want[3][24], clip[24];
+    for (int i = 0; i < 24; i++)
+        in_data[i] = 3 * sinf(0.7f * (float)i), clip[i] = fmaxf(-0.5f, fminf(0.5f, in_data[i]));
+    for (int r = 0; r < 2; r++) {
+        const float *row = in_data + 12 * r;
+        int first = 0;
+        double sum = 0;
+        for (int j = 1; j < 12; j++)
+            first = row[j] > row[first] ? j : first;
+        for (int j = 0; j < 12; j++)
+            sum += exp((double)row[j] - row[first]);
+        for (int j = 0; j < 12; j++) {
+            want[0][12 * r + j] = (float)(exp((double)row[j] - row[first]) / sum);
+            want[1][12 * r + j] = (float)((double)row[j] - row[first] - log(sum));
+            want[2][12 * r + j] = j == first ? 1.0f : 0.0f;
+        }
+    }
+    coil_tensor in = f32_tensor(3, dims, in_data);
+    const char *ops[3] = {"Softmax", "LogSoftmax", "Hardmax"};
+    char path[512], file[64];
+    Kit *k = calloc(1, sizeof *k);
+    for (int i = 0; i < 3; i++) {
+        kit_start(k, "old", 11);
+        kit_input(k, "x", 3, dims, NULL);
+        kit_output(k, "y", 3, dims, NULL);
+        kit_node(k, ops[i], "y", 1, x, "y");
+        if (i != 1) /* LogSoftmax: axis 1 by default */
+            kit_attr_ints(k, "axis", -1, &one);
+        snprintf(file, sizeof file, "old_%s.onnx", ops[i]);
+        check_run(kit_save(k, file, path, sizeof path), &in, want[i], 24, 1e-5);
+    }
+    /* at the last axis, opset 11's Softmax is opset 13's: each row of 4 */
+    float rows4[24];
+    for (int r = 0; r < 6; r++) {
+        double sum = 0;
+        for (int j = 0; j < 4; j++)
+            sum += exp((double)in_data[4 * r + j]);
+        for (int j = 0; j < 4; j++)
+            rows4[4 * r + j] = (float)(exp((double)in_data[4 * r + j]) / sum);
+    }
+    kit_start(k, "old", 11);
+    kit_input(k, "x", 3, dims, NULL);
+    kit_output(k, "y", 3, dims, NULL);
+    kit_node(k, "Softmax", "y", 1, x, "y");
+    kit_attr_ints(k, "axis", -1, &last);
+    check_run(kit_save(k, "old_softmax_last.onnx", path, sizeof path), &in, rows4, 24, 1e-6);
+
+    kit_start(k, "clip6", 9);
+    kit_input(k, "x", 3, dims, NULL);
+    kit_output(k, "y", 3, dims, NULL);
+    kit_node(k, "Clip", "y", 1, x, "y");
+    kit_attr_float(k, "min", -0.5f);
+    kit_attr_float(k, "max", 0.5f);
+    check_run(kit_save(k, "clip6.onnx", path, sizeof path), &in, clip, 24, 0);
+
+    /* BatchNormalization-7 with spatial=1 (per channel, as since); spatial=0 refused */
+    static int64_t cdim = 3;
+    static float scale[3] = {1.5f, -2, 0.5f}, bias[3] = {0.1f, 0, -3}, mean[3] = {0.2f, -1, 2},
+                 var[3] = {4, 0.25f, 1};
+    static const char *bn_in[] = {"x", "scale", "bias", "mean", "var"};
+    float bn[24];
+    for (int i = 0; i < 24; i++) {
+        int ch = i / 4 % 3;
+        bn[i] = (float)((in_data[i] - mean[ch]) / sqrt(var[ch] + 1e-5) * scale[ch] + bias[ch]);
+    }
+    for (int64_t spatial = 1; spatial >= 0; spatial--) {
+        kit_start(k, "bn7", 7);
+        kit_input(k, "x", 3, dims, NULL);
+        kit_output(k, "y", 3, dims, NULL);
+        float *params[4] = {scale, bias, mean, var};
+        for (int i = 0; i < 4; i++)
+            kit_init(k, bn_in[i + 1], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, &cdim, params[i],
+                     sizeof scale, IN_FLOATS);
+        kit_node(k, "BatchNormalization", "y", 5, bn_in, "y");
+        kit_attr_ints(k, "spatial", -1, &spatial);
+        kit_save(k, "bn7.onnx", path, sizeof path);
+        if (spatial)
+            check_run(path, &in, bn, 24, 1e-5);
+        else
+            CHECK_ERR(load_error(path), COIL_ERR_UNSUPPORTED, "spatial=0");
+    }
+    free(k);
+}
+
 /* ---------------------------------------------------------------- symbolic shapes */
 
 /* x[B, 2, 3] reshaped to [B, 6] through Shape -> Gather -> Unsqueeze -> Concat, the way
@@ -537,12 +642,28 @@ static void test_errors(void)
     char path[512];
     Kit *k = calloc(1, sizeof *k);
 
-    kit_start(k, "old", 11);
+    kit_start(k, "old", 6);
     kit_input(k, "x", 2, dims, NULL);
     kit_output(k, "y", 2, dims, NULL);
     kit_node(k, "Relu", "relu", 1, x, "y");
     coil_error err = load_error(kit_save(k, "old.onnx", path, sizeof path));
-    CHECK_ERR(err, COIL_ERR_UNSUPPORTED, "old.onnx", "opset 11", "opset 13 or later");
+    CHECK_ERR(err, COIL_ERR_UNSUPPORTED, "old.onnx", "opset 6", "opset 7 or later");
+
+    /* an op from after the model's opset; Resize-10, whose coordinates differ */
+    kit_start(k, "early", 11);
+    kit_input(k, "x", 2, dims, NULL);
+    kit_output(k, "y", 2, dims, NULL);
+    kit_node(k, "Gelu", "gelu", 1, x, "a");
+    kit_node(k, "Relu", "y", 1, a, "y");
+    err = load_error(kit_save(k, "early.onnx", path, sizeof path));
+    CHECK_ERR(err, COIL_ERR_UNSUPPORTED, "'gelu' (Gelu, opset 11)",
+              "not an operator of opset 11 (ONNX has it from opset 20)");
+    kit_start(k, "resize10", 10);
+    kit_input(k, "x", 2, dims, NULL);
+    kit_output(k, "y", 2, dims, NULL);
+    kit_node(k, "Resize", "y", 1, x, "y");
+    err = load_error(kit_save(k, "resize10.onnx", path, sizeof path));
+    CHECK_ERR(err, COIL_ERR_UNSUPPORTED, "Resize-10 (opset 10): coil converts Resize from opset 11");
 
     /* every unsupported node in one error, its users skipped, supported ones fine */
     kit_start(k, "many", 17);
@@ -602,6 +723,7 @@ int main(void)
     for (size_t i = 0; i < sizeof exported_models / sizeof *exported_models; i++)
         test_exported_model(exported_models[i]);
     test_initializers();
+    test_old_opsets();
     test_symbolic_reshape();
     test_symbolic_expand_and_range();
     test_scatter_add_large();
