@@ -116,20 +116,25 @@ static void pump(Rank *r, int n, int ms)
     }
 }
 
-/* Ranks that ended since last time: their status kept; the first to fail, if any. */
+/* Ranks that ended since last time: their status kept; the first to fail, if any. Of
+ * ranks failing in the same sweep, one killed by a signal comes first: the others may
+ * have exited only because they lost it ("rank 0 lost rank 1"), and the job's status,
+ * which decides a restart, must be the cause's. */
 static int reap(Rank *r, int n, int *failed)
 {
-    int running = 0;
+    int running = 0, first = -1;
     for (int k = 0; k < n; k++) {
         int st;
         if (r[k].pid > 0 && waitpid(r[k].pid, &st, WNOHANG) == r[k].pid) {
             r[k].pid = 0;
             r[k].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            if (r[k].status != 0 && *failed < 0)
-                *failed = k;
+            if (r[k].status != 0 && (first < 0 || (r[k].status > 128 && r[first].status <= 128)))
+                first = k;
         }
         running += r[k].pid > 0;
     }
+    if (*failed < 0)
+        *failed = first;
     return running;
 }
 

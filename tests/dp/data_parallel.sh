@@ -105,10 +105,10 @@ long="$root/examples/mlp.coil --set hidden=256 --set layers=4 --set classes=10 -
       --log-every 1000 --optimizer sgd --lr 0.05"
 launch "$tmp/whole.out" --nproc 2 -- $coil train $long --save "$tmp/whole"
 # rank 1 of the first attempt dies as soon as a checkpoint exists
-$coil launch --nproc 2 --max-restarts 2 -- sh -c 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] &&
+launch "$tmp/again.out" --nproc 2 --max-restarts 2 -- sh -c 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] &&
     [ "$RANK" = 1 ]; then (while [ ! -e "$1/checkpoint.safetensors" ]; do sleep 0.02; done;
     kill -9 $$) & fi; shift; exec "$@"' sh "$tmp/again" $coil train $long --save "$tmp/again" \
-    --auto-resume --dp-timeout 20 > "$tmp/again.out" 2>&1
+    --auto-resume --dp-timeout 20
 grep 'restarting the job (restart 1 of 2)' "$tmp/again.out" || { cat "$tmp/again.out"; exit 1; }
 cmp "$tmp/whole/checkpoint.safetensors" "$tmp/again/checkpoint.safetensors"
 
