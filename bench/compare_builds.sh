@@ -7,6 +7,8 @@
 # its last loss, which must be identical). Prints each round and the medians. For a change
 # that must not change behaviour (a restructuring): run it on the commits before and after.
 set -euo pipefail
+# coil's compile times are cold compiles: its object cache (~/.cache/coil/cpu) stays off
+export COIL_CODE_CACHE=0
 [ $# -ge 2 ] || { sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 2; }
 before=$1 after=$2 rounds=${3:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -13,6 +13,8 @@
 # peer, each in a process of its own; the table gives each engine's median over the rounds
 # of its per-round median latency, and coil's compile time. coil is $COIL (default build/coil).
 set -euo pipefail
+# coil's compile times are cold compiles: its object cache (~/.cache/coil/cpu) stays off
+export COIL_CODE_CACHE=0
 cd "$(dirname "$0")/.."
 
 CONFIGS=resnet50:1,resnet50:32,bert-base:8 SEQ=128 THREADS=2 ROUNDS=3 RUNS=5 WARMUP=1

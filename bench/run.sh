@@ -22,6 +22,8 @@
 # Python as it is, with no venv and no pip: it needs torch (onnx, onnxscript and
 # onnxruntime for the ort peer).
 set -euo pipefail
+# coil's compile times are cold compiles: its object cache (~/.cache/coil/cpu) stays off
+export COIL_CODE_CACHE=0
 
 die() { echo "run.sh: error: $*" >&2; exit 1; }
 usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; exit 2; }
