@@ -28,21 +28,6 @@ static void warn(const Err *e)
                 e->msg);
 }
 
-/* mkdir -p: COIL_DEBUG_DIR=out/run1 should not need out/ made first. */
-static bool make_dirs(const char *dir, Err *e)
-{
-    char path[FILEIO_PATH];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = 0;
-        bool ok = make_dir(path, "debug", e);
-        *s = '/';
-        if (!ok)
-            return false;
-    }
-    return make_dir(path, "debug", e);
-}
-
 /* The highest NNN of DIR's NNN-* entries (0: none). */
 static int highest_number(const char *dir)
 {
@@ -97,7 +82,7 @@ DebugDir *debug_dir_open(const char *graph_name)
     DebugDir *d = calloc(1, sizeof *d);
     if (!d)
         err_set(&e, ERR_MEMORY, "out of memory");
-    if (!d || !make_dirs(dir, &e) || !claim(d, dir, graph_name, &e)) {
+    if (!d || !make_dirs(dir, "debug", &e) || !claim(d, dir, graph_name, &e)) {
         warn(&e);
         free(d);
         return NULL;

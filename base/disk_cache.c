@@ -7,7 +7,6 @@
  * left under the name is a miss. The modification time is the last use (a hit touches
  * it), which trimming orders by. */
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,23 +19,6 @@
 
 #define MAGIC "coil-cache 1\n"
 #define HEADER_MAX 192 /* the magic, a key, a length and a digest, with their newlines */
-
-/* mkdir -p, quietly: a cache directory that cannot be made turns the cache off. */
-static bool make_dirs(const char *dir)
-{
-    char path[FILEIO_PATH];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        mkdir(path, 0777);
-        *p = '/';
-    }
-    struct stat st;
-    return (mkdir(path, 0777) == 0 || errno == EEXIST) && stat(path, &st) == 0 &&
-           S_ISDIR(st.st_mode);
-}
 
 bool disk_cache_open(DiskCache *c, const char *dir, const char *sub, const char *ext)
 {
@@ -53,9 +35,9 @@ bool disk_cache_open(DiskCache *c, const char *dir, const char *sub, const char 
         snprintf(c->dir, sizeof c->dir, "%s/coil/%s", env, sub);
     else if ((env = getenv("HOME")) && *env)
         snprintf(c->dir, sizeof c->dir, "%s/.cache/coil/%s", env, sub);
-    if (c->dir[0] && !make_dirs(c->dir)) {
-        coil_log(LOG_INFO, "cache %s: cannot create the directory (%s): not cached", c->dir,
-                 strerror(errno));
+    Err e = {0};
+    if (c->dir[0] && !make_dirs(c->dir, "cache", &e)) { /* only slower: said, not an error */
+        coil_log(LOG_INFO, "%s: not cached", e.msg);
         c->dir[0] = 0;
     }
     return c->dir[0] != 0;

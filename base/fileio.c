@@ -127,6 +127,20 @@ bool make_dir(const char *dir, const char *what, Err *e)
     return false;
 }
 
+bool make_dirs(const char *dir, const char *what, Err *e)
+{
+    char path[FILEIO_PATH];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        bool ok = make_dir(path, what, e);
+        *s = '/';
+        if (!ok)
+            return false;
+    }
+    return make_dir(path, what, e);
+}
+
 /* What the lock file says about its holder ("pid 12, started ..."), one line. */
 static void read_holder(int fd, char *buf, size_t n)
 {

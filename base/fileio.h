@@ -44,5 +44,7 @@ bool dir_lock(DirLock *l, const char *dir, const char *name, const char *what, E
 void dir_unlock(DirLock *l);
 /* mkdir that accepts an existing directory; errors name dir and what it is for. */
 bool make_dir(const char *dir, const char *what, Err *e);
+/* The same for dir and every missing directory above it (mkdir -p). */
+bool make_dirs(const char *dir, const char *what, Err *e);
 
 #endif

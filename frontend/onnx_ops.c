@@ -92,8 +92,8 @@ static bool conv_where(Cv *c)
     return true;
 }
 
-/* Clip: min(max(x, lo), hi), each bound optional. */
-/* Clip's bounds are operands from opset 11 on, attributes min and max before. */
+/* Clip: min(max(x, lo), hi), each bound optional: operands from opset 11 on, attributes
+ * min and max before. */
 static bool conv_clip(Cv *c)
 {
     int x = cv_in(c, 0);

@@ -233,16 +233,11 @@ static bool make_parents(const TuneCache *c, Err *e)
 {
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s", c->path);
-    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            err_set(e, ERR_INPUT, "autotune cache %s: cannot create directory %s: %s", c->path, p,
-                    strerror(errno));
-            return false;
-        }
-        *s = '/';
-    }
-    return true;
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p)
+        return true;
+    *slash = 0;
+    return make_dirs(p, "autotune cache", e);
 }
 
 static int by_key(const void *a, const void *b)

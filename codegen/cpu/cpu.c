@@ -329,14 +329,14 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
     }
     m->times.machine_s += seconds_but_writing(debug) - t1;
     m->seconds = seconds_but_writing(debug) - t0;
+    const char *name = p->graph && p->graph->name ? p->graph->name : "program";
     if (m->times.cached)
         coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, the object from the cache in %.1f ms",
-                 p->graph && p->graph->name ? p->graph->name : "program", p->nkernel,
-                 m->times.ir_s * 1e3, m->times.machine_s * 1e3);
+                 name, p->nkernel, m->times.ir_s * 1e3, m->times.machine_s * 1e3);
     else
         coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, O%d %.1f ms, machine code %.1f ms",
-                 p->graph && p->graph->name ? p->graph->name : "program", p->nkernel,
-                 m->times.ir_s * 1e3, level, m->times.opt_s * 1e3, m->times.machine_s * 1e3);
+                 name, p->nkernel, m->times.ir_s * 1e3, level, m->times.opt_s * 1e3,
+                 m->times.machine_s * 1e3);
     return m;
 }
 

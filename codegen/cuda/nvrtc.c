@@ -3,12 +3,10 @@
  * to cubins; a cache on disk keyed by the source, the options, NVRTC's version and the
  * architecture makes the second compile of a model free. */
 #include <dlfcn.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nvrtc.h>
@@ -250,15 +248,15 @@ bool nvrtc_compile(const char *source, const char *name, const CudaCompileOption
     cubin_key(source, opts, nopt, key);
     DiskCache cache;
     bool cached = disk_cache_open(&cache, o->cache_dir, "cubin", "cubin");
-    void *data;
+    void *hit;
     size_t size;
-    if (cached && disk_cache_get(&cache, key, &data, &size)) {
-        *out = (Cubin){data, size, true, 0};
+    if (cached && disk_cache_get(&cache, key, &hit, &size)) {
+        *out = (Cubin){hit, size, true, 0};
         return true;
     }
     double t0 = clock_seconds();
-    if (!run_nvrtc(source, name, opts, nopt, source_tag(source, opts, nopt), false, (char **)&data,
-                   &size, e))
+    char *data;
+    if (!run_nvrtc(source, name, opts, nopt, source_tag(source, opts, nopt), false, &data, &size, e))
         return false;
     *out = (Cubin){data, size, false, clock_seconds() - t0};
     if (cached)

@@ -1,7 +1,8 @@
 /* node_tests.c — runs the onnx wheel's backend node tests (DIR/test_NAME/model.onnx with
  * test_data_set_0/{input,output}_N.pb) through coil, compiled and interpreted, in worker
- * processes that a crash or timeout cannot take the run down with; prints passed / failed / unsupported per op and in total, and fails when a
- * test of the expected-pass list no longer passes.
+ * processes that a crash or timeout cannot take the run down with; prints passed / failed
+ * / unsupported per op and in total, and fails when a test of the expected-pass list no
+ * longer passes.
  *
  * usage: node_tests NODE_DIR EXPECTED_PASS [--jobs N] [--only SUBSTR] [--update] [-v]
  *        [--no-interp] [--timeout SECONDS]
