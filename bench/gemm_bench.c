@@ -10,6 +10,9 @@
  *   first element that many floats past a 64-byte boundary (default 0, aligned);
  *   --weights W: W different B operands, one per call in turn (default 1), so B streams
  *   from L3 or memory as a model's weights do (the MLP has 24 of 4 MiB)
+ *   --tiling FORM[,KC[,MC]]: the form (auto, dot, bcast), k per block and row tiles per
+ *   macro block instead of the heuristic's (0: its choice); several, '/' apart, are timed
+ *   call by call in turn for --rounds rounds (default 15) with OpenBLAS, medians compared
  *
  * OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE or its CPU detection;
  * the core it runs is printed, so run the binary once per core type to compare. Every
@@ -162,6 +165,7 @@ typedef struct Runner {
     Problem *p;
     const Ukernels *uk;
     Pool *pool;
+    const GemmTiling *how; /* --tiling, else NULL: the heuristic's */
 } Runner;
 
 static bool run_once(const Runner *r, Err *e)
@@ -173,7 +177,7 @@ static bool run_once(const Runner *r, Err *e)
     }
     if (r->blas)
         return gemm_run(&p->g, p->bufs, p->dts, &p->sb, e);
-    return gemm_tiled_run(&p->g, p->bufs, p->dts, &p->sb, r->uk, store_tile, NULL, r->pool, e);
+    return gemm_tiled_run(&p->g, p->bufs, p->dts, &p->sb, r->uk, store_tile, r->how, r->pool, e);
 }
 
 /* Best GFLOP/s of 5 trials, each repeating the GEMM for about seconds / 5. */
@@ -201,9 +205,81 @@ static double rate(const Runner *r, double flops, double seconds)
 
 static double shape_flops(const Shape *s) { return 2.0 * (double)(s->batch * s->m * s->n * s->k); }
 
-/* One table row per shape and thread count. */
+/* ---------------------------------------------------------------- tilings compared */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Seconds of `reps` calls. */
+static double time_calls(const Runner *r, int64_t reps)
+{
+    Err e = {0};
+    double t0 = clock_seconds();
+    for (int64_t i = 0; i < reps; i++)
+        if (!run_once(r, &e)) {
+            fprintf(stderr, "gemm_bench: %s\n", e.msg);
+            return -1;
+        }
+    return clock_seconds() - t0;
+}
+
+#define COMPARE_MAX 9 /* 8 tilings and OpenBLAS */
+
+/* Every tiling and OpenBLAS on one shape, interleaved sample by sample for `rounds`
+ * rounds: a shared machine's slow spells then fall on all of them alike, and each one's
+ * median sample is compared with the first tiling's. */
+static int compare_tilings(const Runner *tiled, int ntilings, const GemmTiling *tilings,
+                           const Runner *blas, double flops, int rounds)
+{
+    int n = ntilings + 1;
+    Runner rs[COMPARE_MAX];
+    for (int i = 0; i < ntilings; i++)
+        rs[i] = *tiled, rs[i].how = &tilings[i];
+    rs[ntilings] = *blas;
+    double once = time_calls(&rs[0], 1); /* warms every operand up too */
+    if (once < 0)
+        return 1;
+    int64_t reps = once > 0 ? (int64_t)(0.02 / once) + 1 : 1; /* samples of >= 20 ms */
+    double *rate = calloc((size_t)(n * rounds), sizeof *rate);
+    for (int k = 0; k < rounds; k++)
+        for (int i = 0; i < n; i++) {
+            double dt = time_calls(&rs[i], reps);
+            if (dt < 0)
+                return free(rate), 1;
+            rate[i * rounds + k] = flops * (double)reps / dt * 1e-9;
+        }
+    double med[COMPARE_MAX];
+    for (int i = 0; i < n; i++) {
+        qsort(rate + i * rounds, (size_t)rounds, sizeof *rate, cmp_double);
+        med[i] = rate[i * rounds + rounds / 2];
+    }
+    for (int i = 0; i < n; i++) {
+        const GemmTiling *t = &tilings[i < ntilings ? i : 0];
+        const char *f = t->form == GEMM_FORM_DOT ? "dot" : t->form == GEMM_FORM_BCAST ? "bcast" : "auto";
+        if (i < ntilings)
+            printf("  %-5s kc %-5lld mc %-3lld", f, (long long)t->kc, (long long)t->mc);
+        else
+            printf("  %-25s", "openblas");
+        printf(" %7.1f GFLOP/s (median of %d, %.1f-%.1f)  x%.3f of the first  x%.3f of openblas\n",
+               med[i], rounds, rate[i * rounds], rate[i * rounds + rounds - 1], med[i] / med[0],
+               med[i] / med[ntilings]);
+    }
+    free(rate);
+    return 0;
+}
+
+/* One table row per shape and thread count (with cmp, a comparison of tilings each). */
+typedef struct Compare {
+    const GemmTiling *tilings;
+    int ntilings, rounds;
+} Compare;
+
 static int run_table(const Ukernels *uk, const int *threads, int nthreads, double seconds,
-                     const int64_t off[2], int nweights, const Shape *list, int nshapes)
+                     const int64_t off[2], int nweights, const GemmTiling *how,
+                     const Compare *cmp, const Shape *list, int nshapes)
 {
     printf("openblas core: %s   coil tiles: dot %dx%d, bcast %dx%d (vec %d)\n",
            openblas_get_corename(), uk->shape.dot_mr, uk->shape.dot_nr, uk->shape.bc_mr,
@@ -221,8 +297,17 @@ static int run_table(const Ukernels *uk, const int *threads, int nthreads, doubl
         double peak = peak_fma_gflops(threads[ti], 0.5);
         for (int si = 0; si < nshapes; si++) {
             Problem p = problem(&list[si], off, nweights);
-            Runner coil = {false, &p, uk, threads[ti] > 1 ? pool : NULL};
-            Runner blas = {true, &p, uk, NULL};
+            Runner coil = {false, &p, uk, threads[ti] > 1 ? pool : NULL, how};
+            Runner blas = {true, &p, uk, NULL, NULL};
+            if (cmp) {
+                printf("%s, %d thread%s:\n", list[si].name, threads[ti], threads[ti] > 1 ? "s" : "");
+                int rc = compare_tilings(&coil, cmp->ntilings, cmp->tilings, &blas,
+                                         shape_flops(&list[si]), cmp->rounds);
+                problem_free(&p);
+                if (rc)
+                    return rc;
+                continue;
+            }
             Load l0 = load_now();
             double f = shape_flops(&list[si]), rc = rate(&coil, f, seconds), rb = rate(&blas, f, seconds);
             printf("%-28s %3d %8.1f %8.1f %7.1f %7.1f%% %7.1f%% %5.0f%%\n", list[si].name,
@@ -305,6 +390,9 @@ typedef struct Opts {
     int nweights;        /* --weights */
     const char *only;    /* --only: the table's rows whose name contains this */
     UkernelShape shape;  /* the host's tiles, or --dot / --bcast */
+    GemmTiling tilings[8]; /* --tiling FORM[,KC[,MC]][/...] */
+    int ntilings;
+    int rounds;          /* --rounds: interleaved calls per tiling when there are several */
 } Opts;
 
 static bool parse_shape(const char *v, Shape *one)
@@ -316,6 +404,27 @@ static bool parse_shape(const char *v, Shape *one)
     *one = (Shape){"custom", b, m, n, k, strcmp(form, "bcast") != 0 && strcmp(form, "wgrad") != 0,
                    0, strcmp(form, "wgrad") == 0};
     return true;
+}
+
+/* --tiling dot|bcast|auto[,KC[,MC]][/...]: the GEMM's form, k per block and row tiles per
+ * macro block instead of the heuristic's (0 or absent: its choice); several, '/' apart,
+ * are compared call by call. */
+static bool parse_tilings(const char *v, Opts *o)
+{
+    for (o->ntilings = 0; *v && o->ntilings < 8; o->ntilings++) {
+        char form[8] = "";
+        long long kc = 0, mc = 0;
+        if (sscanf(v, "%7[a-z],%lld,%lld", form, &kc, &mc) < 1)
+            return false;
+        GemmForm f = !strcmp(form, "dot") ? GEMM_FORM_DOT
+                     : !strcmp(form, "bcast") ? GEMM_FORM_BCAST : GEMM_FORM_AUTO;
+        if (f == GEMM_FORM_AUTO && strcmp(form, "auto"))
+            return false;
+        o->tilings[o->ntilings] = (GemmTiling){.form = f, .kc = kc, .mc = mc};
+        const char *next = strchr(v, '/');
+        v = next ? next + 1 : "";
+    }
+    return o->ntilings > 0 && !*v;
 }
 
 static bool parse_args(int argc, char **argv, Opts *o)
@@ -343,6 +452,10 @@ static bool parse_args(int argc, char **argv, Opts *o)
             ok = parse_tile(v, &o->shape.dot_mr, &o->shape.dot_nr);
         else if (!strcmp(a, "--bcast"))
             ok = parse_tile(v, &o->shape.bc_mr, &o->shape.bc_nr);
+        else if (!strcmp(a, "--tiling"))
+            ok = parse_tilings(v, o);
+        else if (!strcmp(a, "--rounds"))
+            ok = (o->rounds = atoi(v)) >= 1;
         else if (!strcmp(a, "--shape"))
             ok = o->have_one = parse_shape(v, &o->one);
         else if (!strcmp(a, "--kernels"))
@@ -362,7 +475,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: gemm_bench [--threads 1,2] [--seconds S] [--offset A,B] [--only NAME]\n"
                         "                  [--weights W]\n"
                         "                  [--shape M,N,K[,dot|bcast|wgrad[,BATCH]]] [--dot MRxNR]"
-                        " [--bcast MRxNR] [--kernels [--kc N]]\n");
+                        " [--bcast MRxNR] [--kernels [--kc N]]\n"
+                        "                  [--tiling FORM[,KC[,MC]][/FORM...] [--rounds R]]\n");
         return 2;
     }
     UkJit jit;
@@ -372,19 +486,23 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
+    Compare c = {o.tilings, o.ntilings, o.rounds ? o.rounds : 15};
+    const Compare *cmp = o.ntilings > 1 ? &c : NULL;
     if (o.kernels) {
         const int64_t kcs[] = {64, 128, 256, 512, 768, 1024};
         for (int i = 0; i < (o.kc ? 1 : 6); i++)
             bench_kernels(&jit.uk, o.kc ? o.kc : kcs[i]);
     } else if (o.have_one)
-        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, o.nweights, &o.one, 1);
+        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, o.nweights,
+                       o.ntilings == 1 ? &o.tilings[0] : NULL, cmp, &o.one, 1);
     else {
         Shape rows[sizeof shapes / sizeof *shapes];
         int n = 0;
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
             if (!o.only || strstr(shapes[i].name, o.only))
                 rows[n++] = shapes[i];
-        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, o.nweights, rows, n);
+        rc = run_table(&jit.uk, o.threads, o.nthreads, o.seconds, o.off, o.nweights,
+                       o.ntilings == 1 ? &o.tilings[0] : NULL, cmp, rows, n);
     }
     ukjit_close(&jit);
     return rc;
