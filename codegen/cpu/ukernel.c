@@ -337,16 +337,18 @@ typedef struct BcastArgs {
     LLVMValueRef kc, a, lda_r, lda_c, mr, b, ldb, nr, t, accumulate;
 } BcastArgs;
 
-/* One k step at p: the NR/vec vectors of B's row p (columns past nr not read), each
- * multiplied by every A[i, p] broadcast. */
+/* One k step at p: the NR/vec vectors of B's row p (columns past nr not read; masks
+ * NULL: the tile is whole), each multiplied by every A[i, p] broadcast. */
 static void bcast_step(Gen *g, const UkernelShape *s, const BcastArgs *x, LLVMValueRef *const rows,
                        const LLVMValueRef *masks, LLVMValueRef p, const LLVMValueRef *acc,
                        LLVMValueRef *out)
 {
     int nv = s->bc_nr / g->vec;
     LLVMValueRef brow = at(g, x->b, LLVMBuildMul(g->b, p, x->ldb, "")), bv[UK_MAX_ACC];
-    for (int v = 0; v < nv; v++)
-        bv[v] = masked_load(g, at(g, brow, i64c(g, (int64_t)v * g->vec)), masks[v]);
+    for (int v = 0; v < nv; v++) {
+        LLVMValueRef p_v = at(g, brow, i64c(g, (int64_t)v * g->vec));
+        bv[v] = masks ? masked_load(g, p_v, masks[v]) : load_vec(g, p_v);
+    }
     LLVMValueRef ka = LLVMBuildMul(g->b, p, x->lda_c, "");
     for (int i = 0; i < s->bc_mr; i++) {
         LLVMValueRef e = LLVMBuildLoad2(g->b, g->f32, at(g, rows[i], ka), "");
@@ -377,12 +379,34 @@ static void emit_bcast(Gen *g, const UkernelShape *s)
         LLVMValueRef old = load_vec(g, at(g, x.t, i64c(g, (int64_t)q * g->vec)));
         init[q] = LLVMBuildSelect(g->b, add, old, LLVMConstNull(g->vf), "");
     }
-    Loop L;
-    loop_begin(g, &L, x.kc, init, nacc);
-    bcast_step(g, s, &x, rows, masks, L.i, L.v, acc);
-    loop_end(g, &L, 1, acc);
+    /* Two copies of the loop: a whole tile's loads need no masks, which would otherwise
+     * take registers the accumulators need (AVX2's 16: 12 accumulators, 2 of B, the
+     * broadcast, and the masks spilled and reloaded every step). */
+    LLVMValueRef whole = LLVMBuildICmp(g->b, LLVMIntEQ, x.nr, i64c(g, s->bc_nr), "");
+    LLVMBasicBlockRef full_bb = LLVMAppendBasicBlockInContext(g->ctx, fn, "whole");
+    LLVMBasicBlockRef part_bb = LLVMAppendBasicBlockInContext(g->ctx, fn, "partial");
+    LLVMBasicBlockRef join_bb = LLVMAppendBasicBlockInContext(g->ctx, fn, "join");
+    LLVMBuildCondBr(g->b, whole, full_bb, part_bb);
+    LLVMValueRef out[2][UK_MAX_ACC];
+    LLVMBasicBlockRef from[2];
+    for (int w = 0; w < 2; w++) {
+        LLVMPositionBuilderAtEnd(g->b, w == 0 ? full_bb : part_bb);
+        Loop L;
+        loop_begin(g, &L, x.kc, init, nacc);
+        bcast_step(g, s, &x, rows, w == 0 ? NULL : masks, L.i, L.v, acc);
+        loop_end(g, &L, 1, acc);
+        memcpy(out[w], L.v, sizeof(LLVMValueRef) * (size_t)nacc);
+        from[w] = LLVMGetInsertBlock(g->b);
+        LLVMBuildBr(g->b, join_bb);
+    }
+    LLVMPositionBuilderAtEnd(g->b, join_bb);
+    LLVMValueRef sum[UK_MAX_ACC];
+    for (int q = 0; q < nacc; q++) {
+        sum[q] = LLVMBuildPhi(g->b, g->vf, "");
+        LLVMAddIncoming(sum[q], (LLVMValueRef[]){out[0][q], out[1][q]}, from, 2);
+    }
     for (int q = 0; q < nacc; q++)
-        store_vec(g, L.v[q], at(g, x.t, i64c(g, (int64_t)q * g->vec)));
+        store_vec(g, sum[q], at(g, x.t, i64c(g, (int64_t)q * g->vec)));
     LLVMBuildRetVoid(g->b);
 }
 
