@@ -5,6 +5,7 @@
  * in SSA form and register allocation sees exactly MR x NR (dot) or MR x NR/vec (bcast)
  * live vectors. The dot form sums along k inside each vector, so its tile ends with a
  * transposing reduction tree; the broadcast form's vectors already run along n. */
+#include <limits.h>
 #include <string.h>
 
 #include "codegen/cpu/ukernel.h"
@@ -15,19 +16,29 @@
 #define UK_MAX_VEC 64
 
 /* The tile shapes, measured on a Sapphire Rapids core (AVX-512, 2 FMA units, 32 zmm) with
- * tools/gemm_bench.c. dot 4 x 6: 24 accumulators, 4 A vectors and one B vector live, 10
+ * bench/gemm_bench.c. dot 4 x 6: 24 accumulators, 4 A vectors and one B vector live, 10
  * loads per 24 FMAs; 4 x 5, 5 x 5 and 3 x 8 ran as fast in whole GEMMs (within noise),
  * 6 x 4, 8 x 3 and 2 x 12 slower. bcast 12 x 32: 24 accumulators, 2 B vectors and 12
  * broadcasts per 24 FMAs, about 5% faster than 8 x 32 and 6 x 64 and as fast as 14 x 32,
- * which wastes more rows at M = 128. The 16-register ISAs (AVX2, SSE, NEON's common
- * subset) get 12 accumulators, chosen by register count, not measured here. */
+ * which wastes more rows at M = 128; there the dot kernel beats transposing B^T above
+ * K = 256. The 16-register ISAs (AVX2, SSE, NEON's common subset) get 12 accumulators,
+ * chosen by register count. On a Zen 3 core (AVX2) the broadcast kernel with B^T's
+ * panels transposed beat the 3 x 4 dot kernel at every K of GPT-2's and the MLP's
+ * weights, 1.06-1.23x at 1 and 2 threads (`gemm_bench --shape M,N,K --tiling dot/bcast`),
+ * so AVX2 never takes the dot kernel; SSE and NEON keep AVX-512's rule, unmeasured. */
+#define DOT_MIN_K 256
+#define DOT_NEVER INT_MAX
+
 UkernelShape ukernel_shape(int vec)
 {
     if (vec >= 16)
-        return (UkernelShape){.vec = 16, .dot_mr = 4, .dot_nr = 6, .bc_mr = 12, .bc_nr = 32};
+        return (UkernelShape){.vec = 16, .dot_mr = 4, .dot_nr = 6, .bc_mr = 12, .bc_nr = 32,
+                              .dot_min_k = DOT_MIN_K};
     if (vec == 8)
-        return (UkernelShape){.vec = 8, .dot_mr = 3, .dot_nr = 4, .bc_mr = 6, .bc_nr = 16};
-    return (UkernelShape){.vec = 4, .dot_mr = 3, .dot_nr = 4, .bc_mr = 6, .bc_nr = 8};
+        return (UkernelShape){.vec = 8, .dot_mr = 3, .dot_nr = 4, .bc_mr = 6, .bc_nr = 16,
+                              .dot_min_k = DOT_NEVER};
+    return (UkernelShape){.vec = 4, .dot_mr = 3, .dot_nr = 4, .bc_mr = 6, .bc_nr = 8,
+                          .dot_min_k = DOT_MIN_K};
 }
 
 /* ---------------------------------------------------------------- IR helpers */

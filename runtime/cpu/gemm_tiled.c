@@ -8,8 +8,10 @@
  * (the panel stays in cache, the block's A rows in L2; the dot form fetches the next panel
  * of a weight streaming from memory meanwhile). B's panels are used in place, or
  * copied k-major into a per-thread scratch when that is cheaper than reading them where
- * they are: broadcast-form rows a page apart, and the dot layout at small K, where
- * transposing B^T's panel once for the broadcast kernel beats reducing every dot tile.
+ * they are: broadcast-form rows a page apart, and the dot layout where the target's dot
+ * kernel loses (small K; any K on AVX2), where transposing B^T's panel once for the
+ * broadcast kernel beats reducing every dot tile. When more than one block of rows would
+ * pack the same panels, all of B is packed once first, the threads sharing the work.
  * Partial tiles live in the scratch until their last block of k, then go to the step's
  * TileFn while still in L1. */
 #include <stdatomic.h>
@@ -36,12 +38,12 @@
 #define MC_TILES_MAX 64     /* row tiles per macro block at most */
 #define NC_TILES 64         /* column tiles per macro block */
 #define SLOT_BYTES (256 << 10) /* the tiles of a macro block while k is blocked */
-/* The dot layout with K at most this runs on the broadcast kernel with B^T's panels
- * transposed into the scratch: the dot tile's reduction would cost as much as its FMAs. */
-#define DOT_SMALL_K 256
 /* Broadcast-form B rows at least this many floats apart are packed: rows a page apart
  * alias in L1 and take a TLB entry each. */
 #define PACK_ROW_STRIDE 1024
+/* At most this much memory for B's panels packed once for the whole GEMM (prepack):
+ * GPT-2's and BERT's largest weights (9 MiB) fit, its 154 MiB LM head does not. */
+#define PREPACK_MAX_BYTES (16 << 20)
 
 /* PACK_IM2COL: a convolution's B, gathered from x into each panel (runtime/cpu/conv.c). */
 typedef enum Pack { PACK_NONE, PACK_ROWS, PACK_TRANSPOSED, PACK_IM2COL } Pack;
@@ -71,6 +73,9 @@ typedef struct Job {
     int64_t rtiles;              /* row tiles of all batches */
     bool split_rows;             /* threads split row tiles, else column tiles */
     int64_t kc, mc, nc;          /* k per block; row and column tiles per macro block */
+    int64_t nkb;                 /* blocks of k */
+    float *panels;               /* B's panels packed once before the tiles run, or NULL */
+    bool b_batched;              /* B differs between batches (then panels per batch) */
     Mat a, b, c;                 /* c: where store_only writes */
     DType cdt;
     GemmTiling how;              /* the caller's choices (0: the heuristic's) */
@@ -267,6 +272,54 @@ static void pack_a_tiles(const Job *j, const RowTile *rt, int64_t nrows, int64_t
     }
 }
 
+/* ---------------------------------------------------------------- B packed once */
+
+/* Panel (batch t, block of k kb, column tile c) of the prepacked B: kc rows of NR floats
+ * (the last block's rows fewer, the last tile's columns past N unwritten and unread). */
+static float *prepacked_panel(const Job *j, int64_t t, int64_t kb, int64_t c)
+{
+    int64_t bt = j->b_batched ? t : 0;
+    return j->panels + ((bt * j->nkb + kb) * j->ntiles + c) * j->kc * j->nr;
+}
+
+static void prepack_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const Job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        int64_t c = i % j->ntiles, kb = i / j->ntiles % j->nkb, t = i / j->ntiles / j->nkb;
+        int64_t k0 = kb * j->kc, n0 = c * j->nr;
+        int64_t kc = j->K - k0 < j->kc ? j->K - k0 : j->kc, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
+        const float *from = j->b.base + mat_batch_offset(&j->b, j, t) + k0 * j->b.rs + n0 * j->b.cs;
+        pack_panel(j, from, kc, nr, prepacked_panel(j, t, kb, c));
+    }
+}
+
+/* Packing B's panels per macro block packs each again for every block of rows (and every
+ * thread): when the rows take more than one macro block, or threads split them, B is
+ * packed once instead, the panels shared by all. A B too large for PREPACK_MAX_BYTES, or
+ * memory refused, keeps the packing per macro block. */
+static void prepack(Job *j, Pool *pool)
+{
+    if (j->pack != PACK_ROWS && j->pack != PACK_TRANSPOSED)
+        return;
+    bool threads_share_rows = j->split_rows && pool_threads(pool) > 1 && j->mtiles > 1;
+    if (j->mtiles <= j->mc && !threads_share_rows)
+        return;
+    int64_t nbt = 1;
+    for (int d = 0; d < j->nbatch; d++)
+        if (j->b.bs[d] != 0 && j->batch[d] > 1)
+            j->b_batched = true;
+    for (int d = 0; j->b_batched && d < j->nbatch; d++)
+        nbt *= j->batch[d];
+    int64_t floats;
+    if (__builtin_mul_overflow(nbt * j->nkb * j->ntiles, j->kc * j->nr, &floats) ||
+        floats > PREPACK_MAX_BYTES / (int64_t)sizeof(float))
+        return;
+    j->panels = aligned_alloc(64, ((size_t)floats * sizeof(float) + 63) / 64 * 64);
+    if (j->panels)
+        pool_parallel_for(pool, nbt * j->nkb * j->ntiles, 1, prepack_chunk, j);
+}
+
 /* One micro-kernel call: row tile rt (r of the macro block), columns [n0, n0 + nr), k in
  * [k0, k0 + kc). */
 static void ukernel(const Job *j, const RowTile *rt, int64_t r, int64_t n0, int64_t nr,
@@ -279,7 +332,9 @@ static void ukernel(const Job *j, const RowTile *rt, int64_t r, int64_t n0, int6
         return;
     }
     int64_t ldb = j->b.rs;
-    if (j->pack != PACK_NONE) {
+    if (j->panels) {
+        b = prepacked_panel(j, rt->row0 / j->M, k0 / j->kc, n0 / j->nr), ldb = j->nr;
+    } else if (j->pack != PACK_NONE) {
         if (j->pack == PACK_IM2COL && s->im2col_at != k0 * j->N + n0 + 1) {
             conv_pack_panel(j->conv, b, k0, kc, n0, nr, j->nr, s->panel);
             s->im2col_at = k0 * j->N + n0 + 1;
@@ -384,7 +439,8 @@ static size_t scratch_floats(const Job *j, size_t *panel_at, size_t *apanel_at)
 {
     size_t tiles = (size_t)(j->mr * j->nr) * (j->K > j->kc ? (size_t)(j->mc * j->nc) : 1);
     *panel_at = (tiles + 15) / 16 * 16;
-    *apanel_at = *panel_at + (j->pack != PACK_NONE ? (size_t)(j->kc * j->nr + 15) / 16 * 16 : 0);
+    bool own_panel = j->pack != PACK_NONE && !j->panels;
+    *apanel_at = *panel_at + (own_panel ? (size_t)(j->kc * j->nr + 15) / 16 * 16 : 0);
     return *apanel_at + (j->pack_a ? (size_t)(j->mc * j->mr * j->kc) : 0);
 }
 
@@ -423,7 +479,8 @@ static void run_chunk(void *ctx, int64_t begin, int64_t end)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The kernel and packing: the dot kernel for the dot layout unless K is small, then B^T's
+/* The kernel and packing: the dot kernel for the dot layout where K exceeds the target's
+ * dot_min_k (below it the dot tile's reduction costs as much as its FMAs), else B^T's
  * panels transposed for the broadcast kernel; the broadcast layout packs rows far apart. */
 static void plan_form(Job *j)
 {
@@ -433,7 +490,7 @@ static void plan_form(Job *j)
         return;
     }
     bool dot = pick_form(&j->a, &j->b, j->N, j->K) == FORM_DOT;
-    j->dot = dot && j->K > DOT_SMALL_K;
+    j->dot = dot && j->K > j->uk->shape.dot_min_k; /* else B^T's panels transposed */
     if (dot && j->how.form != GEMM_FORM_AUTO)
         j->dot = j->how.form == GEMM_FORM_DOT;
     if (dot && !j->dot)
@@ -455,6 +512,7 @@ static void plan_blocks(Job *j)
     j->kc = nk <= 1 ? (j->K > 0 ? j->K : 1) : ceil_div(ceil_div(j->K, nk), vec) * vec;
     if (j->how.kc > 0 && j->how.kc < j->K)
         j->kc = ceil_div(j->how.kc, vec) * vec;
+    j->nkb = j->K > 0 ? ceil_div(j->K, j->kc) : 1;
     int64_t mc = j->dot ? DOT_MC_ROWS / j->mr : BCAST_A_BYTES / (j->mr * j->kc * 4);
     mc = j->how.mc > 0 ? j->how.mc : mc;
     mc = mc < 1 ? 1 : mc > MC_TILES_MAX ? MC_TILES_MAX : mc;
@@ -520,7 +578,9 @@ bool gemm_tiled_run(const Gemm *g, void *const *bufs, const DType *dts, const Sy
     j.c = mat_make(&g->c, g->nbatch, bufs, sb);
     if (j.rtiles == 0 || j.ntiles == 0)
         return true;
+    prepack(&j, pool);
     pool_parallel_for(pool, j.split_rows ? j.rtiles : j.ntiles, 1, run_chunk, &j);
+    free(j.panels);
     if (atomic_load(&j.failed)) {
         err_set(e, ERR_MEMORY, "gemm_tiled: out of memory for the per-thread tile buffers");
         return false;

@@ -281,17 +281,20 @@ static void test_sizes(const Ukernels *uk, Pool *pool, const int64_t *list, int 
                 }
 }
 
-/* The dot layout at K above the small-K threshold runs the dot kernel itself: every
- * tile edge at K with and without a vector tail, and with k blocked. */
+/* The dot kernel itself, forced (AVX2 never chooses it): every tile edge at K with and
+ * without a vector tail, and with k blocked. */
 static void test_dot_sizes(const Ukernels *uk, Pool *pool, const int64_t *list, int n)
 {
     const int64_t ks[] = {257, 300, 1040};
+    const GemmTiling dot = {.form = GEMM_FORM_DOT};
+    tiling = &dot;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
             for (int k = 0; k < 3; k++) {
                 Case c = {list[i], list[j], ks[k], {0}, {.trans = true}, 0, {0}, false};
                 run_case(&c, uk, pool);
             }
+    tiling = NULL;
 }
 
 static void test_layouts(const Ukernels *uk, Pool *pool)
