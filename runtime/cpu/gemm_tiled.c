@@ -41,6 +41,11 @@
 /* Broadcast-form B rows at least this many floats apart are packed: rows a page apart
  * alias in L1 and take a TLB entry each. */
 #define PACK_ROW_STRIDE 1024
+/* With at least this many rows of A the broadcast form packs B's rows at any stride: rows
+ * 768 floats apart still share a few L1 sets. On a Zen 3, [1024, K] x [K, 768] with K =
+ * 768 and 3072: 1.06-1.11x at 1 and 2 threads; 128 rows: no change; 48 rows: 0.88-0.93x
+ * (gemm_bench, 11 interleaved rounds). */
+#define PACK_ROWS_MIN_M 256
 /* At most this much memory for B's panels packed once for the whole GEMM (prepack):
  * GPT-2's and BERT's largest weights (9 MiB) fit, its 154 MiB LM head does not. */
 #define PREPACK_MAX_BYTES (16 << 20)
@@ -495,7 +500,7 @@ static void plan_form(Job *j)
         j->dot = j->how.form == GEMM_FORM_DOT;
     if (dot && !j->dot)
         j->pack = PACK_TRANSPOSED;
-    else if (!dot && llabs(j->b.rs) >= PACK_ROW_STRIDE && j->K > 1)
+    else if (!dot && (llabs(j->b.rs) >= PACK_ROW_STRIDE || j->M >= PACK_ROWS_MIN_M) && j->K > 1)
         j->pack = PACK_ROWS;
     else
         j->pack = PACK_NONE;
