@@ -226,7 +226,10 @@ static double time_calls(const Runner *r, int64_t reps)
     return clock_seconds() - t0;
 }
 
-#define COMPARE_MAX 9 /* 8 tilings and OpenBLAS */
+#define TILINGS_MAX 8
+#define COMPARE_MAX (TILINGS_MAX + 1) /* and OpenBLAS */
+/* GemmForm's spellings, in its order. */
+static const char *const form_names[] = {"auto", "dot", "bcast"};
 
 /* Every tiling and OpenBLAS on one shape, interleaved sample by sample for `rounds`
  * rounds: a shared machine's slow spells then fall on all of them alike, and each one's
@@ -244,6 +247,8 @@ static int compare_tilings(const Runner *tiled, int ntilings, const GemmTiling *
         return 1;
     int64_t reps = once > 0 ? (int64_t)(0.02 / once) + 1 : 1; /* samples of >= 20 ms */
     double *rate = calloc((size_t)(n * rounds), sizeof *rate);
+    if (!rate)
+        return 1;
     for (int k = 0; k < rounds; k++)
         for (int i = 0; i < n; i++) {
             double dt = time_calls(&rs[i], reps);
@@ -258,9 +263,9 @@ static int compare_tilings(const Runner *tiled, int ntilings, const GemmTiling *
     }
     for (int i = 0; i < n; i++) {
         const GemmTiling *t = &tilings[i < ntilings ? i : 0];
-        const char *f = t->form == GEMM_FORM_DOT ? "dot" : t->form == GEMM_FORM_BCAST ? "bcast" : "auto";
         if (i < ntilings)
-            printf("  %-5s kc %-5lld mc %-3lld", f, (long long)t->kc, (long long)t->mc);
+            printf("  %-5s kc %-5lld mc %-3lld", form_names[t->form], (long long)t->kc,
+                   (long long)t->mc);
         else
             printf("  %-25s", "openblas");
         printf(" %7.1f GFLOP/s (median of %d, %.1f-%.1f)  x%.3f of the first  x%.3f of openblas\n",
@@ -271,12 +276,13 @@ static int compare_tilings(const Runner *tiled, int ntilings, const GemmTiling *
     return 0;
 }
 
-/* One table row per shape and thread count (with cmp, a comparison of tilings each). */
+/* --tiling's list when it has several: compared shape by shape instead of the table. */
 typedef struct Compare {
     const GemmTiling *tilings;
     int ntilings, rounds;
 } Compare;
 
+/* One table row per shape and thread count (with cmp, a comparison of tilings each). */
 static int run_table(const Ukernels *uk, const int *threads, int nthreads, double seconds,
                      const int64_t off[2], int nweights, const GemmTiling *how,
                      const Compare *cmp, const Shape *list, int nshapes)
@@ -284,7 +290,8 @@ static int run_table(const Ukernels *uk, const int *threads, int nthreads, doubl
     printf("openblas core: %s   coil tiles: dot %dx%d, bcast %dx%d (vec %d)\n",
            openblas_get_corename(), uk->shape.dot_mr, uk->shape.dot_nr, uk->shape.bc_mr,
            uk->shape.bc_nr, uk->shape.vec);
-    printf("%-28s %3s %8s %8s %7s %8s %8s %6s\n", "shape", "thr", "coil", "openblas", "peak",
+    if (!cmp)
+        printf("%-28s %3s %8s %8s %7s %8s %8s %6s\n", "shape", "thr", "coil", "openblas", "peak",
            "coil%pk", "blas%pk", "other");
     for (int ti = 0; ti < nthreads; ti++) {
         Err e = {0};
@@ -390,7 +397,7 @@ typedef struct Opts {
     int nweights;        /* --weights */
     const char *only;    /* --only: the table's rows whose name contains this */
     UkernelShape shape;  /* the host's tiles, or --dot / --bcast */
-    GemmTiling tilings[8]; /* --tiling FORM[,KC[,MC]][/...] */
+    GemmTiling tilings[TILINGS_MAX]; /* --tiling FORM[,KC[,MC]][/...] */
     int ntilings;
     int rounds;          /* --rounds: interleaved calls per tiling when there are several */
 } Opts;
@@ -411,16 +418,15 @@ static bool parse_shape(const char *v, Shape *one)
  * are compared call by call. */
 static bool parse_tilings(const char *v, Opts *o)
 {
-    for (o->ntilings = 0; *v && o->ntilings < 8; o->ntilings++) {
+    for (o->ntilings = 0; *v && o->ntilings < TILINGS_MAX; o->ntilings++) {
         char form[8] = "";
         long long kc = 0, mc = 0;
         if (sscanf(v, "%7[a-z],%lld,%lld", form, &kc, &mc) < 1)
             return false;
-        GemmForm f = !strcmp(form, "dot") ? GEMM_FORM_DOT
-                     : !strcmp(form, "bcast") ? GEMM_FORM_BCAST : GEMM_FORM_AUTO;
-        if (f == GEMM_FORM_AUTO && strcmp(form, "auto"))
+        int f = name_index(form_names, (int)(sizeof form_names / sizeof *form_names), form);
+        if (f < 0)
             return false;
-        o->tilings[o->ntilings] = (GemmTiling){.form = f, .kc = kc, .mc = mc};
+        o->tilings[o->ntilings] = (GemmTiling){.form = (GemmForm)f, .kc = kc, .mc = mc};
         const char *next = strchr(v, '/');
         v = next ? next + 1 : "";
     }

@@ -310,12 +310,9 @@ static void prepack(Job *j, Pool *pool)
     bool threads_share_rows = j->split_rows && pool_threads(pool) > 1 && j->mtiles > 1;
     if (j->mtiles <= j->mc && !threads_share_rows)
         return;
-    int64_t nbt = 1;
     for (int d = 0; d < j->nbatch; d++)
-        if (j->b.bs[d] != 0 && j->batch[d] > 1)
-            j->b_batched = true;
-    for (int d = 0; j->b_batched && d < j->nbatch; d++)
-        nbt *= j->batch[d];
+        j->b_batched |= j->b.bs[d] != 0 && j->batch[d] > 1;
+    int64_t nbt = j->b_batched ? j->rtiles / j->mtiles : 1; /* B's distinct batches */
     int64_t floats;
     if (__builtin_mul_overflow(nbt * j->nkb * j->ntiles, j->kc * j->nr, &floats) ||
         floats > PREPACK_MAX_BYTES / (int64_t)sizeof(float))
