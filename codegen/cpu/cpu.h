@@ -28,8 +28,9 @@ typedef struct UkernelShape {
     int vec;             /* f32 lanes of the widest vector */
     int dot_mr, dot_nr;  /* the dot form's tile */
     int bc_mr, bc_nr;    /* the broadcast form's tile (bc_nr a multiple of vec) */
-    int dot_min_k;       /* the dot layout runs on the dot kernel when K exceeds this,
-                            else on the broadcast one with B^T's panels transposed */
+    int dot_min_k;       /* the dot layout runs on the dot kernel when K exceeds this
+                            (or A has few rows: runtime/cpu/gemm_tiled.c), else on the
+                            broadcast one with B^T's panels transposed */
 } UkernelShape;
 
 /* The dot form, for A with unit column stride and B with unit row stride (B^T's rows

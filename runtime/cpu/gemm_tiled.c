@@ -46,6 +46,11 @@
  * 768 and 3072: 1.06-1.11x at 1 and 2 threads; 128 rows: no change; 48 rows: 0.88-0.93x
  * (gemm_bench, 11 interleaved rounds). */
 #define PACK_ROWS_MIN_M 256
+/* B^T's panels transposed for the broadcast kernel cost a pass over B that fewer rows of A
+ * than this cannot repay: the dot kernel reads B^T in place. On a Zen 3 at 2 threads,
+ * [M, 1024] x [1024, 1024]^T: the dot kernel 2.3x at M = 1, 1.5x at 8, 1.2x at 32, even at
+ * 64, 0.9x at 96 (gemm_bench --tiling dot/bcast, 5 interleaved rounds). */
+#define TRANSPOSE_MIN_M 64
 /* At most this much memory for B's panels packed once for the whole GEMM (prepack):
  * GPT-2's and BERT's largest weights (9 MiB) fit, its 154 MiB LM head does not. */
 #define PREPACK_MAX_BYTES (16 << 20)
@@ -482,8 +487,9 @@ static void run_chunk(void *ctx, int64_t begin, int64_t end)
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The kernel and packing: the dot kernel for the dot layout where K exceeds the target's
- * dot_min_k (below it the dot tile's reduction costs as much as its FMAs), else B^T's
- * panels transposed for the broadcast kernel; the broadcast layout packs rows far apart. */
+ * dot_min_k (below it the dot tile's reduction costs as much as its FMAs) or A has too few
+ * rows to repay a transposition, else B^T's panels transposed for the broadcast kernel;
+ * the broadcast layout packs rows far apart. */
 static void plan_form(Job *j)
 {
     if (j->conv) { /* im2col panels for the broadcast kernel: B is not in memory */
@@ -492,7 +498,8 @@ static void plan_form(Job *j)
         return;
     }
     bool dot = pick_form(&j->a, &j->b, j->N, j->K) == FORM_DOT;
-    j->dot = dot && j->K > j->uk->shape.dot_min_k; /* else B^T's panels transposed */
+    bool few_rows = j->M < TRANSPOSE_MIN_M;
+    j->dot = dot && (j->K > j->uk->shape.dot_min_k || few_rows); /* else B^T's panels transposed */
     if (dot && j->how.form != GEMM_FORM_AUTO)
         j->dot = j->how.form == GEMM_FORM_DOT;
     if (dot && !j->dot)
