@@ -47,6 +47,15 @@ static bool has_gemm(const Program *p)
     return false;
 }
 
+/* How many tile functions the module has: one per GEMM step. */
+static int gemm_steps(const Program *p)
+{
+    int n = 0;
+    for (int s = 0; s < p->nstep; s++)
+        n += p->step[s].kind == STEP_GEMM;
+    return n;
+}
+
 /* ---------------------------------------------------------------- the program's hash */
 
 
@@ -54,23 +63,7 @@ static bool has_gemm(const Program *p)
 
 static uint64_t hash_kernel(uint64_t h, const Kernel *k)
 {
-    h = fnv1a(h, k->name, strlen(k->name) + 1);
-    MIX(h, k->nouter), MIX(h, k->ninner), MIX(h, k->nphase), MIX(h, k->after);
-    for (int d = 0; d < k->nouter + k->ninner; d++)
-        MIX(h, k->size[d].k), MIX(h, k->size[d].syms), MIX(h, k->size[d].sq);
-    for (int p = 0; p < k->nphase; p++)
-        MIX(h, k->phase[p]);
-    for (int i = 0; i < k->nlx; i++) {
-        const Lx *x = &k->lx[i];
-        MIX(h, x->kind), MIX(h, x->dt), MIX(h, x->op), MIX(h, x->a), MIX(h, x->b);
-        MIX(h, x->c), MIX(h, x->i), MIX(h, x->j), MIX(h, x->f);
-    }
-    for (int i = 0; i < k->nstmt; i++) {
-        const LStmt *s = &k->stmt[i];
-        MIX(h, s->kind), MIX(h, s->op), MIX(h, s->buf), MIX(h, s->index), MIX(h, s->value);
-        MIX(h, s->axis), MIX(h, s->acc_dt);
-    }
-    return h;
+    return kernel_hash(fnv1a(h, k->name, strlen(k->name) + 1), k);
 }
 
 /* Everything the generated code depends on, field by field (no padding bytes). */
@@ -126,7 +119,7 @@ static void debug_module(DebugDir *d, const char *stage, LLVMModuleRef mod)
 /* Every kernel, tile function and micro-kernel of p into mod, verified; with a debug
  * directory the module written there. */
 static bool generate(const Program *p, const Target *t, DebugDir *debug, LLVMModuleRef mod,
-                     Err *e)
+                     int *functions, Err *e)
 {
     LLVMSetTarget(mod, t->triple);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
@@ -134,12 +127,7 @@ static bool generate(const Program *p, const Target *t, DebugDir *debug, LLVMMod
     LLVMDisposeTargetData(dl);
     Gen g;
     gen_init(&g, mod, p, t, e);
-    bool ok = true;
-    for (int k = 0; k < p->nkernel && ok; k++)
-        ok = kernel_emit(&g, k);
-    for (int s = 0; s < p->nstep && ok; s++)
-        if (p->step[s].kind == STEP_GEMM)
-            ok = tile_emit(&g, s);
+    bool ok = share_emit(&g, functions);
     gen_dispose(&g);
     if (ok && has_gemm(p)) {
         UkernelShape shape = ukernel_shape(t->vec);
@@ -234,7 +222,8 @@ static bool make_object(const Program *p, const Target *t, const CpuOptions *o, 
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", ctx);
     double t0 = seconds_but_writing(debug);
-    bool ok = generate(p, t, debug, mod, e);
+    int functions = 0;
+    bool ok = generate(p, t, debug, mod, &functions, e);
     double t1 = seconds_but_writing(debug);
     DiskCache cache;
     char key[SHA256_HEX];
@@ -243,7 +232,7 @@ static bool make_object(const Program *p, const Target *t, const CpuOptions *o, 
                      object_key(t, mod, key);
     bool hit = cacheable && disk_cache_get(&cache, key, obj, n);
     double t2 = seconds_but_writing(debug);
-    *times = (CpuTimes){.ir_s = t1 - t0, .machine_s = t2 - t1, .cached = hit};
+    *times = (CpuTimes){.ir_s = t1 - t0, .machine_s = t2 - t1, .cached = hit, .functions = functions};
     if (ok && !hit) {
         ok = optimise(t, debug, mod, e);
         double t3 = seconds_but_writing(debug);
@@ -331,12 +320,13 @@ CpuModule *cpu_compile(const Program *p, const CpuOptions *o, Err *e)
     m->seconds = seconds_but_writing(debug) - t0;
     const char *name = p->graph && p->graph->name ? p->graph->name : "program";
     if (m->times.cached)
-        coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, the object from the cache in %.1f ms",
-                 name, p->nkernel, m->times.ir_s * 1e3, m->times.machine_s * 1e3);
+        coil_log(LOG_INFO, "llvm '%s': %d kernels, %d tile functions, %d generated: IR %.1f ms, the object "
+                 "from the cache in %.1f ms", name, p->nkernel, gemm_steps(p), m->times.functions,
+                 m->times.ir_s * 1e3, m->times.machine_s * 1e3);
     else
-        coil_log(LOG_INFO, "llvm '%s': %d kernels: IR %.1f ms, O%d %.1f ms, machine code %.1f ms",
-                 name, p->nkernel, m->times.ir_s * 1e3, level, m->times.opt_s * 1e3,
-                 m->times.machine_s * 1e3);
+        coil_log(LOG_INFO, "llvm '%s': %d kernels, %d tile functions, %d generated: IR %.1f ms, O%d %.1f ms, "
+                 "machine code %.1f ms", name, p->nkernel, gemm_steps(p), m->times.functions,
+                 m->times.ir_s * 1e3, level, m->times.opt_s * 1e3, m->times.machine_s * 1e3);
     return m;
 }
 
@@ -406,7 +396,8 @@ bool cpu_emit(const Program *p, const CpuOptions *o, const char *what, const cha
         return false;
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("coil", ctx);
-    bool ok = generate(p, &t, NULL, mod, e) && optimise(&t, NULL, mod, e) &&
+    int functions = 0;
+    bool ok = generate(p, &t, NULL, mod, &functions, e) && optimise(&t, NULL, mod, e) &&
               emit_atomically(&t, mod, kind, path, e);
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);

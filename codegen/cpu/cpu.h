@@ -75,6 +75,8 @@ double cpu_compile_seconds(const CpuModule *m);
 typedef struct CpuTimes {
     double ir_s, opt_s, machine_s;
     bool cached; /* the object came from the cache: no optimiser, no code generator */
+    int functions; /* kernel and tile functions generated: those that are the same code but
+                      for their buffers share one (codegen/cpu/share.c) */
 } CpuTimes;
 CpuTimes cpu_compile_times(const CpuModule *m);
 void cpu_free(CpuModule *m);

@@ -104,8 +104,10 @@ struct Fn {
  * not may be out of its buffer, so its index is clamped); scratch. */
 enum { FL_USED = 1, FL_INNER = 2, FL_PIN = 4, FL_SURE = 8, FL_MARK = 16 };
 
-/* kernel.c: every kernel of the program as a KernelFn named after it. */
-bool kernel_emit(Gen *g, int k);
+/* kernel.c: whether kernel k of the program has a usable name (unique, not reserved) and
+ * consistent loop and statement counts; kernel k as a KernelFn called `name`. */
+bool kernel_check(Gen *g, int k);
+bool kernel_define(Gen *g, const Kernel *k, const char *name);
 /* kernel.c, for tile.c as well: a function of the given type running k's statements at
  * every point of its outer loops. fn_tables names the arguments holding bufs and syms;
  * fn_set_size loads the sizes and buffers at entry; the caller then sets the outer loops
@@ -122,8 +124,17 @@ LLVMValueRef fn_buffer(Fn *f, int b);
 void fn_mark(Fn *f, LLVMValueRef access, int b);
 LLVMValueRef fn_dim(Fn *f, Dim d);
 
-/* tile.c: the TileFn of GEMM step s, named coil_tile_<s>. */
-bool tile_emit(Gen *g, int s);
+/* tile.c: the TileFn of GEMM step gm (of g's program), called `name`. */
+bool tile_define(Gen *g, const Gemm *gm, const char *name);
+
+/* ---------------------------------------------------------------- share.c */
+
+/* Every kernel of the program as a KernelFn named after it, and every GEMM step's TileFn,
+ * named coil_tile_<s>: functions that are the same code but for the buffers they touch
+ * share one body. *functions: how many bodies were generated. */
+bool share_emit(Gen *g, int *functions);
+/* Everything of k the generated code depends on but its name, into FNV-1a hash h. */
+uint64_t kernel_hash(uint64_t h, const Kernel *k);
 
 /* ---------------------------------------------------------------- expr.c */
 

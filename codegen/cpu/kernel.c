@@ -689,14 +689,13 @@ static bool check_kernel(Gen *g, const Kernel *k, int id)
     return true;
 }
 
-bool kernel_emit(Gen *g, int k)
+bool kernel_check(Gen *g, int k) { return check_kernel(g, &g->p->kernel[k], k); }
+
+bool kernel_define(Gen *g, const Kernel *kk, const char *name)
 {
     Fn f;
     LLVMTypeRef args[4] = {g->ptr, g->ptr, g->i64, g->i64};
-    const Kernel *kk = &g->p->kernel[k];
-    if (!check_kernel(g, kk, k))
-        return false;
-    bool ok = fn_begin(g, &f, kk, kk->name, LLVMFunctionType(g->voidt, args, 4, 0));
+    bool ok = fn_begin(g, &f, kk, name, LLVMFunctionType(g->voidt, args, 4, 0));
     if (ok) {
         fn_tables(&f, 0, 1);
         fn_set_size(&f);

@@ -2,8 +2,6 @@
  * and, when the step has a fusable epilogue kernel, that kernel run at every point of the
  * tile with its load of C replaced by the tile's value, so the epilogue needs no pass
  * over C. */
-#include <stdio.h>
-
 #include "codegen/cpu/gen.h"
 
 typedef struct Tile {
@@ -56,11 +54,8 @@ static bool check_epilogue(Gen *g, const Gemm *gm, const char *name)
     return true;
 }
 
-bool tile_emit(Gen *g, int s)
+bool tile_define(Gen *g, const Gemm *gm, const char *name)
 {
-    const Gemm *gm = &g->p->step[s].gemm;
-    char name[32];
-    snprintf(name, sizeof name, "coil_tile_%d", s);
     if (!check_epilogue(g, gm, name))
         return false;
     /* Without a fused epilogue, an empty kernel over the tile: tile_point does the stores. */

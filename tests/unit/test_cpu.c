@@ -1132,6 +1132,82 @@ static void test_tiles(void)
     run_tile(DT_BF16, true, true);
 }
 
+/* ---------------------------------------------------------------- shared bodies */
+
+static double ramp(int64_t i) { return cos((double)i * 0.11) * 3 - (double)(i % 5) * 0.2; }
+
+/* A GEMM step with C [rows, n] whose tile function runs y = relu(C + bias[col]). */
+static void relu_bias_gemm(Prog *pr, int kb, const char *name, int c, int bias, int y, int64_t rows,
+                           int64_t n)
+{
+    KB *k = &pr->kb[kb];
+    int idx = IADD(k, IMUL(k, VAR(k, 0), INT(k, n)), VAR(k, 1));
+    int load = LOAD(k, pr, c, idx);
+    STORE(k, y, idx, UN(k, OP_RELU, DT_F32, BIN(k, OP_ADD, DT_F32, load, LOAD(k, pr, bias, VAR(k, 1)))));
+    int epi = add_kernel(pr, kb, name, 2, 0, (Dim[]){dim_static(rows), dim_static(n)}, 0, NULL);
+    Gemm g = {.m = dim_static(rows), .n = dim_static(n), .k = dim_static(1), .c = {.buf = c},
+              .epilogue = epi, .epi_load = load};
+    pr->step[pr->p.nstep - 1] = (Step){.kind = STEP_GEMM, .gemm = g}; /* not a kernel step */
+}
+
+/* Kernels that are the same code but for their buffers share one body (codegen/cpu/
+ * share.c) and still each run on their own buffers: softmaxes of [R, C] from x_i into y_i
+ * (one with its buffers numbered the other way round: the same form), one in place (a
+ * form of its own: one buffer), one over [R, 2C] (its own: other sizes); and two GEMM
+ * steps with the same epilogue on their own C, bias and y (their tiles share a body, and
+ * their epilogue kernels another). 9 functions in 5. */
+static void test_shared(void)
+{
+    enum { R = 5, C = 37, N = 6, LDT = 8 };
+    Prog *pr = prog_new();
+    double (*fill[])(int64_t) = {wave, ramp, rows_fill, wave, ramp};
+    void *bufs[MAXB] = {0};
+    int x[5], y[5];
+    for (int i = 0; i < 5; i++) {
+        Dim n = dim_static(i == 4 ? R * 2 * C : R * C);
+        if (i == 2) /* y numbered before x */
+            y[i] = add_buf(pr, "y", DT_F32, n), x[i] = add_buf(pr, "x", DT_F32, n);
+        else
+            x[i] = add_buf(pr, "x", DT_F32, n), y[i] = i == 3 ? x[i] : add_buf(pr, "y", DT_F32, n);
+        bufs[x[i]] = filled(DT_F32, n.k, fill[i]);
+        if (y[i] != x[i])
+            bufs[y[i]] = filled(DT_F32, n.k, NULL);
+        softmax_kernel(pr, i, x[i], y[i], dim_static(R), dim_static(i == 4 ? 2 * C : C), -1);
+        pr->kernel[i].name = (const char *[]){"s0", "s1", "s2", "s3", "s4"}[i];
+    }
+    int c[2], bias[2], out[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = add_buf(pr, "C", DT_F32, dim_static(R * N));
+        bias[i] = add_buf(pr, "bias", DT_F32, dim_static(N));
+        out[i] = add_buf(pr, "out", DT_F32, dim_static(R * N));
+        bufs[c[i]] = filled(DT_F32, R * N, nan_fill);
+        bufs[bias[i]] = filled(DT_F32, N, fill[i]);
+        bufs[out[i]] = filled(DT_F32, R * N, nan_fill);
+        relu_bias_gemm(pr, 5 + i, i ? "e1" : "e0", c[i], bias[i], out[i], R, N);
+    }
+    CpuModule *m = compile(&pr->p, NULL);
+    if (m) {
+        CHECK(cpu_compile_times(m).functions == 5);
+        for (int i = 0; i < 5; i++)
+            xcheck(pr, m, i, bufs, NULL, 0, R, 8);
+        float tile[R * LDT];
+        for (int i = 0; i < R * LDT; i++)
+            tile[i] = (float)i * 0.3f - 2.9f;
+        for (int i = 0; i < 2; i++) {
+            cpu_tile(m, pr->p.nstep - 2 + i)(tile, LDT, bufs, NULL, 0, 0, R, N);
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < N; j++) {
+                    float want = fmaxf(tile[r * LDT + j] + ((float *)bufs[bias[i]])[j], 0);
+                    CHECK(((float *)bufs[out[i]])[r * N + j] == want);
+                }
+        }
+    }
+    cpu_free(m);
+    for (int b = 0; b < pr->p.nbuf; b++)
+        free(bufs[b]);
+    free(pr);
+}
+
 /* ---------------------------------------------------------------- output and objects */
 
 static char *slurp(const char *path, size_t *len)
@@ -1552,6 +1628,7 @@ int main(void)
     test_inplace();
     test_symbolic();
     test_tiles();
+    test_shared();
     char dir[] = "/tmp/coil_test_cpu_XXXXXX";
     if (mkdtemp(dir)) {
         test_emit(dir);
