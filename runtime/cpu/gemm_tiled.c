@@ -299,8 +299,11 @@ static void prepack_chunk(void *ctx, int64_t begin, int64_t end)
         int64_t c = i % j->ntiles, kb = i / j->ntiles % j->nkb, t = i / j->ntiles / j->nkb;
         int64_t k0 = kb * j->kc, n0 = c * j->nr;
         int64_t kc = j->K - k0 < j->kc ? j->K - k0 : j->kc, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
-        const float *from = j->b.base + mat_batch_offset(&j->b, j, t) + k0 * j->b.rs + n0 * j->b.cs;
-        pack_panel(j, from, kc, nr, prepacked_panel(j, t, kb, c));
+        const float *b = j->b.base + mat_batch_offset(&j->b, j, t);
+        if (j->pack == PACK_IM2COL)
+            conv_pack_panel(j->conv, b, k0, kc, n0, nr, j->nr, prepacked_panel(j, t, kb, c));
+        else
+            pack_panel(j, b + k0 * j->b.rs + n0 * j->b.cs, kc, nr, prepacked_panel(j, t, kb, c));
     }
 }
 
@@ -310,7 +313,7 @@ static void prepack_chunk(void *ctx, int64_t begin, int64_t end)
  * memory refused, keeps the packing per macro block. */
 static void prepack(Job *j, Pool *pool)
 {
-    if (j->pack != PACK_ROWS && j->pack != PACK_TRANSPOSED)
+    if (j->pack == PACK_NONE)
         return;
     bool threads_share_rows = j->split_rows && pool_threads(pool) > 1 && j->mtiles > 1;
     if (j->mtiles <= j->mc && !threads_share_rows)
