@@ -97,6 +97,8 @@ struct Fn {
     int override;             /* an expression whose value at_point supplies, or -1 */
     PointHook at_point;
     void *ctx;                /* at_point's state */
+    bool narrow;              /* the innermost outer loop runs a few vectors at most (a
+                                 tile's columns): vectorised without interleaving */
 };
 
 /* Per expression: used by a statement; varies in the inner walk; reads a buffer the kernel

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h> /* temporary metadata nodes: a loop ID refers to itself */
+
 #include "codegen/cpu/gen.h"
 
 /* ---------------------------------------------------------------- loops */
@@ -52,17 +54,35 @@ static void loop_open(Fn *f, Loop *l, LLVMValueRef lo, LLVMValueRef hi, int n,
 }
 
 /* The latch: next[i] (the carried values at the end of the body) flow back; the builder
- * moves after the loop, where l->phi holds the final values. */
-static void loop_close(Fn *f, Loop *l, const LLVMValueRef *next)
+ * moves after the loop, where l->phi holds the final values. Returns the latch's branch. */
+static LLVMValueRef loop_close(Fn *f, Loop *l, const LLVMValueRef *next)
 {
     Gen *g = f->g;
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
     LLVMValueRef inc = LLVMBuildNSWAdd(g->b, l->iv, LLVMConstInt(g->i64, 1, 0), "");
-    LLVMBuildBr(g->b, l->head);
+    LLVMValueRef br = LLVMBuildBr(g->b, l->head);
     LLVMAddIncoming(l->iv, &inc, &latch, 1);
     for (int i = 0; i < l->n; i++)
         LLVMAddIncoming(l->phi[i], (LLVMValueRef *)&next[i], &latch, 1);
     LLVMPositionBuilderAtEnd(g->b, l->exit);
+    return br;
+}
+
+/* Loop metadata asking the vectoriser not to interleave: one vector per step, so that a
+ * loop of a tile's width (16 floats on AVX2) runs vectorised, where LLVM's default of four
+ * vectors per step needs 32 and left every tile's epilogue scalar. The node refers to
+ * itself first, as LLVM's loop IDs do. */
+static void no_interleave(Gen *g, LLVMValueRef latch)
+{
+    const char *name = "llvm.loop.interleave.count";
+    LLVMMetadataRef count[2] = {LLVMMDStringInContext2(g->ctx, name, strlen(name)),
+                                LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0))};
+    LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(g->ctx, count, 2)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(self, id);
+    unsigned kind = LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9);
+    LLVMSetMetadata(latch, kind, LLVMMetadataAsValue(g->ctx, id));
 }
 
 /* ---------------------------------------------------------------- buffers and alias scopes */
@@ -546,7 +566,9 @@ static bool emit_outer(Fn *f, int d)
     f->iv[d] = l.iv;
     f->var[d] = f->off[d] ? LLVMBuildNSWAdd(f->g->b, l.iv, f->off[d], "") : l.iv;
     bool ok = emit_outer(f, d + 1);
-    loop_close(f, &l, NULL);
+    LLVMValueRef latch = loop_close(f, &l, NULL);
+    if (f->narrow && d == f->k->nouter - 1)
+        no_interleave(f->g, latch);
     return ok;
 }
 

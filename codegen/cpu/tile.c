@@ -83,6 +83,7 @@ bool tile_define(Gen *g, const Gemm *gm, const char *name)
         }
         f.override = fused(gm) ? gm->epi_load : -1;
         f.at_point = tile_point;
+        f.narrow = true;
         f.ctx = &t;
         ok = fn_body(&f);
     }
