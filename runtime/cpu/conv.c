@@ -1,8 +1,8 @@
 /* conv.c — im2col panels of a convolution GEMM (GemmConv): each row of the panel is one
  * (channel, tap) of the kernel over the panel's output positions. The positions are cut
  * once per panel into runs along the output's last axis; each row then copies each run
- * from x (at unit stride one contiguous stretch between padding zeros, else a strided
- * gather), the taps stepped without divisions. */
+ * from x (along x's contiguous last axis one stretch between padding zeros, read at the
+ * convolution's stride; else element by element), the taps stepped without divisions. */
 #include "runtime/cpu/conv.h"
 
 /* The packing loops at the host's widest vectors: a clone per ISA, picked when the library
@@ -37,6 +37,9 @@ static int64_t cut_runs(const GemmConv *cv, int64_t n0, int64_t nr, Run *run, in
     return done;
 }
 
+/* a / b rounded towards minus infinity (b > 0). */
+static inline int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0); }
+
 /* One run of one row: x's row at output (q0, q1) and taps t0, t1, or zeros in the padding. */
 static inline void fill_run(const GemmConv *cv, const float *plane, const int64_t *t, const Run *r,
                      float *dst)
@@ -50,24 +53,39 @@ static inline void fill_run(const GemmConv *cv, const float *plane, const int64_
     }
     const float *row = plane + i0 * cv->x_stride[0] + i1 * cv->x_stride[1];
     int64_t s = cv->stride[2], xs = cv->x_stride[2], in = cv->in[2];
-    int64_t shift = t[2] * cv->dil[2] - cv->pad0[2]; /* x index of output 0 at this tap */
-    if (s == 1 && xs == 1) {
-        int64_t lo = -shift - r->q2, hi = in - shift - r->q2; /* 0 <= q2 + j + shift < in */
-        lo = lo < 0 ? 0 : lo > r->len ? r->len : lo;
-        hi = hi < lo ? lo : hi > r->len ? r->len : hi;
-        const float *src = row + r->q2 + shift;
-        for (int64_t j = 0; j < lo; j++)
-            dst[j] = 0;
-        for (int64_t j = lo; j < hi; j++)
-            dst[j] = src[j];
-        for (int64_t j = hi; j < r->len; j++)
-            dst[j] = 0;
+    int64_t base = r->q2 * s + t[2] * cv->dil[2] - cv->pad0[2]; /* x index at j = 0 */
+    if (xs != 1) {
+        for (int64_t j = 0; j < r->len; j++) {
+            int64_t i = j * s + base;
+            dst[j] = i >= 0 && i < in ? row[i * xs] : 0;
+        }
         return;
     }
-    for (int64_t j = 0; j < r->len; j++) {
-        int64_t i = (r->q2 + j) * s + shift;
-        dst[j] = i >= 0 && i < in ? row[i * xs] : 0;
+    /* j in [lo, hi) reads x (0 <= j * s + base < in), the rest is padding; only runs that
+     * meet the padding divide (two divisions were a sixth of the packing). Strides 1 and 2
+     * (ResNet's) get loops of their own, which vectorise. */
+    int64_t lo = 0, hi = r->len;
+    if (base < 0 || base + (r->len - 1) * s >= in) {
+        lo = -floor_div(base, s), hi = -floor_div(base - in, s);
+        lo = lo < 0 ? 0 : lo > r->len ? r->len : lo;
+        hi = hi < lo ? lo : hi > r->len ? r->len : hi;
     }
+    const float *src = row + base + lo * s;
+    float *d = dst + lo;
+    int64_t n = hi - lo;
+    for (int64_t j = 0; j < lo; j++)
+        dst[j] = 0;
+    if (s == 1)
+        for (int64_t j = 0; j < n; j++)
+            d[j] = src[j];
+    else if (s == 2)
+        for (int64_t j = 0; j < n; j++)
+            d[j] = src[2 * j];
+    else
+        for (int64_t j = 0; j < n; j++)
+            d[j] = src[j * s];
+    for (int64_t j = hi; j < r->len; j++)
+        dst[j] = 0;
 }
 
 /* Rows [k0, k0 + kc) over the runs: the channel and taps of k0, then stepped. */
