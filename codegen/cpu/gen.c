@@ -22,6 +22,7 @@ void gen_init(Gen *g, LLVMModuleRef mod, const Program *p, const Target *t, Err 
     g->voidt = LLVMVoidTypeInContext(c);
     g->md_scope = LLVMGetMDKindIDInContext(c, "alias.scope", 11);
     g->md_noalias = LLVMGetMDKindIDInContext(c, "noalias", 7);
+    g->md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
 }
 
 void gen_dispose(Gen *g)
@@ -38,6 +39,12 @@ LLVMValueRef gen_intrinsic(Gen *g, LLVMBuilderRef b, const char *name, LLVMTypeR
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, ov, (size_t)nov);
     LLVMTypeRef ty = LLVMIntrinsicGetType(g->ctx, id, ov, (size_t)nov);
     return LLVMBuildCall2(b, ty, fn, args, (unsigned)nargs, "");
+}
+
+void gen_attr(Gen *g, LLVMValueRef fn, unsigned idx, const char *name)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(g->ctx, kind, 0));
 }
 
 LLVMValueRef gen_fail(Gen *g, const char *fn, const char *fmt, ...)

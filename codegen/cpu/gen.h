@@ -57,7 +57,7 @@ typedef struct Gen {
     const Program *p;
     const Target *t;
     LLVMTypeRef f32, f64, i1, i8, i16, i32, i64, ptr, voidt;
-    unsigned md_scope, md_noalias; /* metadata kinds !alias.scope and !noalias */
+    unsigned md_scope, md_noalias, md_loop; /* metadata kinds !alias.scope, !noalias, !llvm.loop */
     Err *e;
 } Gen;
 
@@ -66,6 +66,8 @@ void gen_dispose(Gen *g);
 /* A call of intrinsic `name` overloaded on types ov[0..nov). */
 LLVMValueRef gen_intrinsic(Gen *g, LLVMBuilderRef b, const char *name, LLVMTypeRef *ov, int nov,
                            LLVMValueRef *args, int nargs);
+/* Enum attribute `name` on function fn (idx: LLVMAttributeFunctionIndex or parameter + 1). */
+void gen_attr(Gen *g, LLVMValueRef fn, unsigned idx, const char *name);
 /* Fail code generation with a message naming the function being generated. */
 LLVMValueRef gen_fail(Gen *g, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -116,7 +118,7 @@ bool kernel_define(Gen *g, const Kernel *k, const char *name);
  * (f->lo, hi, off) and runs fn_body; fn_end finishes (and frees) whatever happened. */
 bool fn_begin(Gen *g, Fn *f, const Kernel *k, const char *name, LLVMTypeRef type);
 void fn_tables(Fn *f, unsigned bufs, unsigned syms);
-/* Attribute `name` on f's function (idx: LLVMAttributeFunctionIndex or parameter + 1). */
+/* gen_attr on f's function. */
 void fn_attr(Fn *f, unsigned idx, const char *name);
 void fn_set_size(Fn *f);
 bool fn_body(Fn *f);

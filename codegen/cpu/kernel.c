@@ -81,8 +81,7 @@ static void no_interleave(Gen *g, LLVMValueRef latch)
     LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(g->ctx, count, 2)};
     LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 2);
     LLVMMetadataReplaceAllUsesWith(self, id);
-    unsigned kind = LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9);
-    LLVMSetMetadata(latch, kind, LLVMMetadataAsValue(g->ctx, id));
+    LLVMSetMetadata(latch, g->md_loop, LLVMMetadataAsValue(g->ctx, id));
 }
 
 /* ---------------------------------------------------------------- buffers and alias scopes */
@@ -574,11 +573,7 @@ static bool emit_outer(Fn *f, int d)
 
 /* ---------------------------------------------------------------- functions */
 
-void fn_attr(Fn *f, unsigned idx, const char *name)
-{
-    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-    LLVMAddAttributeAtIndex(f->fn, idx, LLVMCreateEnumAttribute(f->g->ctx, kind, 0));
-}
+void fn_attr(Fn *f, unsigned idx, const char *name) { gen_attr(f->g, f->fn, idx, name); }
 
 /* A kernel's buffers and sizes are loaded at entry: every later use is inside loops. */
 bool fn_begin(Gen *g, Fn *f, const Kernel *k, const char *name, LLVMTypeRef type)

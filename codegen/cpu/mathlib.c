@@ -453,10 +453,8 @@ static LLVMValueRef math_fn(Gen *g, const char *name, MathBody body, int n, LLVM
     fn = LLVMAddFunction(g->mod, name, type);
     LLVMSetLinkage(fn, LLVMInternalLinkage);
     const char *attrs[] = {"alwaysinline", "nounwind", "willreturn"};
-    for (int i = 0; i < 3; i++) {
-        unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
-        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
-    }
+    for (int i = 0; i < 3; i++)
+        gen_attr(g, fn, LLVMAttributeFunctionIndex, attrs[i]);
     M m = {g, LLVMCreateBuilderInContext(g->ctx)};
     LLVMPositionBuilderAtEnd(m.b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
     LLVMValueRef params[3];

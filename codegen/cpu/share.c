@@ -225,8 +225,7 @@ static bool emit_body(Gen *g, const Form *f, const char *name)
     LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
     if (ok && fn) {
         LLVMSetLinkage(fn, LLVMInternalLinkage);
-        unsigned kind = LLVMGetEnumAttributeKindForName("noinline", 8);
-        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
+        gen_attr(g, fn, LLVMAttributeFunctionIndex, "noinline");
     }
     return ok && fn;
 }
@@ -237,8 +236,7 @@ static bool emit_call(Gen *g, const Form *f, const char *name, LLVMValueRef body
 {
     LLVMTypeRef type = LLVMGlobalGetValueType(body);
     LLVMValueRef fn = LLVMAddFunction(g->mod, name, type);
-    unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, nounwind, 0));
+    gen_attr(g, fn, LLVMAttributeFunctionIndex, "nounwind");
     LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
     LLVMValueRef table = LLVMBuildAlloca(g->b, LLVMArrayType2(g->ptr, (uint64_t)f->nslot + 1), "slots");
     LLVMValueRef bufs = LLVMGetParam(fn, bufs_arg);

@@ -9,8 +9,8 @@
  * of a weight streaming from memory meanwhile). B's panels are used in place, or
  * copied k-major into a per-thread scratch when that is cheaper than reading them where
  * they are: broadcast-form rows a page apart, and the dot layout where the target's dot
- * kernel loses (small K; any K on AVX2), where transposing B^T's panel once for the
- * broadcast kernel beats reducing every dot tile. When more than one block of rows would
+ * kernel loses (small K; any K on AVX2) and A has rows enough to repay the copy, where
+ * transposing B^T's panel once for the broadcast kernel beats reducing every dot tile. When more than one block of rows would
  * pack the same panels, all of B is packed once first, the threads sharing the work.
  * Partial tiles live in the scratch until their last block of k, then go to the step's
  * TileFn while still in L1. */
