@@ -1,8 +1,8 @@
 /* conv.c — im2col panels of a convolution GEMM (GemmConv): each row of the panel is one
  * (channel, tap) of the kernel over the panel's output positions. The positions are cut
- * once per panel into runs along the output's last axis; each row then copies each run
- * from x (along x's contiguous last axis one stretch between padding zeros, read at the
- * convolution's stride; else element by element), the taps stepped without divisions. */
+ * once per panel into runs along the output's last axis; for each tap the runs' stretches
+ * of x between padding zeros are worked out once, then copied (at the convolution's
+ * stride) into that tap's row of every channel. */
 #include "runtime/cpu/conv.h"
 
 /* The packing loops at the host's widest vectors: a clone per ISA, picked when the library
@@ -40,74 +40,71 @@ static int64_t cut_runs(const GemmConv *cv, int64_t n0, int64_t nr, Run *run, in
 /* a / b rounded towards minus infinity (b > 0). */
 static inline int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0); }
 
-/* One run of one row: x's row at output (q0, q1) and taps t0, t1, or zeros in the padding. */
-static inline void fill_run(const GemmConv *cv, const float *plane, const int64_t *t, const Run *r,
-                     float *dst)
+/* Where one run reads x for one tap (t0, t1, t2), in every channel alike: from off (past
+ * the channel's plane) at `step` per column, columns [lo, hi) of the run; the others lie
+ * in the padding. */
+typedef struct Span {
+    int64_t off, lo, hi;
+} Span;
+
+static inline Span tap_span(const GemmConv *cv, const int64_t *t, const Run *r)
 {
     int64_t i0 = r->q0 * cv->stride[0] - cv->pad0[0] + t[0] * cv->dil[0];
     int64_t i1 = r->q1 * cv->stride[1] - cv->pad0[1] + t[1] * cv->dil[1];
-    if (i0 < 0 || i0 >= cv->in[0] || i1 < 0 || i1 >= cv->in[1]) {
-        for (int64_t j = 0; j < r->len; j++)
-            dst[j] = 0;
-        return;
-    }
-    const float *row = plane + i0 * cv->x_stride[0] + i1 * cv->x_stride[1];
-    int64_t s = cv->stride[2], xs = cv->x_stride[2], in = cv->in[2];
+    if (i0 < 0 || i0 >= cv->in[0] || i1 < 0 || i1 >= cv->in[1])
+        return (Span){0, 0, 0};
+    int64_t s = cv->stride[2], in = cv->in[2];
     int64_t base = r->q2 * s + t[2] * cv->dil[2] - cv->pad0[2]; /* x index at j = 0 */
-    if (xs != 1) {
-        for (int64_t j = 0; j < r->len; j++) {
-            int64_t i = j * s + base;
-            dst[j] = i >= 0 && i < in ? row[i * xs] : 0;
-        }
-        return;
-    }
-    /* j in [lo, hi) reads x (0 <= j * s + base < in), the rest is padding; only runs that
-     * meet the padding divide (two divisions were a sixth of the packing). Strides 1 and 2
-     * (ResNet's) get loops of their own, which vectorise. */
     int64_t lo = 0, hi = r->len;
-    if (base < 0 || base + (r->len - 1) * s >= in) {
+    if (base < 0 || base + (r->len - 1) * s >= in) { /* only runs meeting the padding divide */
         lo = -floor_div(base, s), hi = -floor_div(base - in, s);
         lo = lo < 0 ? 0 : lo > r->len ? r->len : lo;
         hi = hi < lo ? lo : hi > r->len ? r->len : hi;
     }
-    const float *src = row + base + lo * s;
-    float *d = dst + lo;
-    int64_t n = hi - lo;
-    for (int64_t j = 0; j < lo; j++)
+    int64_t off = i0 * cv->x_stride[0] + i1 * cv->x_stride[1] + (base + lo * s) * cv->x_stride[2];
+    return (Span){off, lo, hi};
+}
+
+/* One run of one panel row from the channel's plane. Steps 1 and 2 (ResNet's strides over
+ * a contiguous axis) get loops of their own, which vectorise. */
+static inline void fill_span(const float *plane, const Span *sp, int64_t len, int64_t step,
+                             float *dst)
+{
+    const float *src = plane + sp->off;
+    float *d = dst + sp->lo;
+    int64_t n = sp->hi - sp->lo;
+    for (int64_t j = 0; j < sp->lo; j++)
         dst[j] = 0;
-    if (s == 1)
+    if (step == 1)
         for (int64_t j = 0; j < n; j++)
             d[j] = src[j];
-    else if (s == 2)
+    else if (step == 2)
         for (int64_t j = 0; j < n; j++)
             d[j] = src[2 * j];
     else
         for (int64_t j = 0; j < n; j++)
-            d[j] = src[j * s];
-    for (int64_t j = hi; j < r->len; j++)
+            d[j] = src[j * step];
+    for (int64_t j = sp->hi; j < len; j++)
         dst[j] = 0;
 }
 
-/* Rows [k0, k0 + kc) over the runs: the channel and taps of k0, then stepped. */
+/* Rows [k0, k0 + kc) over the runs, tap by tap: a tap's spans are worked out once and
+ * serve its row in every channel (row k is channel k / taps, tap k % taps). */
 static inline void fill_rows(const GemmConv *cv, const float *x, int64_t k0, int64_t kc,
                              const Run *run, int nrun, int64_t ld, float *dst)
 {
-    int64_t taps = cv->k[0] * cv->k[1] * cv->k[2], rest = k0 % taps, t[3];
-    int64_t c = k0 / taps;
-    t[2] = rest % cv->k[2], t[1] = rest / cv->k[2] % cv->k[1], t[0] = rest / cv->k[2] / cv->k[1];
-    for (int64_t p = 0; p < kc; p++) {
-        const float *plane = x + c * cv->c_stride;
+    int64_t taps = cv->k[0] * cv->k[1] * cv->k[2], step = cv->stride[2] * cv->x_stride[2];
+    Span sp[MAX_RUNS];
+    for (int64_t tap = 0; tap < taps && tap < kc; tap++) {
+        int64_t t[3] = {tap / cv->k[2] / cv->k[1], tap / cv->k[2] % cv->k[1], tap % cv->k[2]};
         for (int i = 0; i < nrun; i++)
-            fill_run(cv, plane, t, &run[i], dst + p * ld + run[i].at);
-        if (++t[2] < cv->k[2])
-            continue;
-        t[2] = 0;
-        if (++t[1] < cv->k[1])
-            continue;
-        t[1] = 0;
-        if (++t[0] < cv->k[0])
-            continue;
-        t[0] = 0, c++;
+            sp[i] = tap_span(cv, t, &run[i]);
+        int64_t p = ((tap - k0) % taps + taps) % taps; /* the first row of this tap */
+        for (; p < kc; p += taps) {
+            const float *plane = x + (k0 + p) / taps * cv->c_stride;
+            for (int i = 0; i < nrun; i++)
+                fill_span(plane, &sp[i], run[i].len, step, dst + p * ld + run[i].at);
+        }
     }
 }
 
