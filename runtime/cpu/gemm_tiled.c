@@ -38,6 +38,11 @@
 #define MC_TILES_MAX 64     /* row tiles per macro block at most */
 #define NC_TILES 64         /* column tiles per macro block */
 #define SLOT_BYTES (256 << 10) /* the tiles of a macro block while k is blocked */
+/* Macro blocks walk row by row (walk_rows) where K is this short: a tile's product is then
+ * cheap beside its trip to C, and C's lines (and the epilogue's operands) arrive as
+ * streams along rows. The block's panels, at most WALK_PANEL_BYTES, wait in L2. */
+#define WALK_MAX_K 256
+#define WALK_PANEL_BYTES (256 << 10)
 /* Broadcast-form B rows at least this many floats apart are packed: rows a page apart
  * alias in L1 and take a TLB entry each. */
 #define PACK_ROW_STRIDE 1024
@@ -82,6 +87,7 @@ typedef struct Job {
     int64_t mtiles, ntiles;      /* row tiles per batch, column tiles */
     int64_t rtiles;              /* row tiles of all batches */
     bool split_rows;             /* threads split row tiles, else column tiles */
+    bool walk_rows;              /* macro blocks row by row (walk_rows), else by columns */
     int64_t kc, mc, nc;          /* k per block; row and column tiles per macro block */
     int64_t nkb;                 /* blocks of k */
     float *panels;               /* B's panels packed once before the tiles run, or NULL */
@@ -216,13 +222,11 @@ static RowTile row_tile(const Job *j, int64_t r)
 }
 
 /* A thread's scratch: a macro block's tiles while k is blocked (one tile otherwise), B's
- * current panel packed k-major (kc rows of NR floats) with where it came from, and with
- * pack_a the macro block's A row tiles for the current block of k (mr x kc each,
- * k-major). */
+ * current panel packed k-major (kc rows of NR floats; walking rows, the block's panels),
+ * and with pack_a the macro block's A row tiles for the current block of k (mr x kc
+ * each, k-major). */
 typedef struct Scratch {
     float *tiles, *panel, *apanel;
-    const float *from;
-    int64_t im2col_at;           /* a conv's panel: k0 * N + n0 + 1 (its B is not in memory) */
 } Scratch;
 
 /* dst[p * NR + q] = src[q * ld + p] for p < kc, q < nr, in 4 x 4 blocks: four rows' runs
@@ -330,34 +334,43 @@ static void prepack(Job *j, Pool *pool)
         pool_parallel_for(pool, nbt * j->nkb * j->ntiles, 1, prepack_chunk, j);
 }
 
-/* One micro-kernel call: row tile rt (r of the macro block), columns [n0, n0 + nr), k in
- * [k0, k0 + kc). */
-static void ukernel(const Job *j, const RowTile *rt, int64_t r, int64_t n0, int64_t nr,
+/* Where the broadcast kernel reads column tile c's panel (k in [k0, k0 + kc)) for the
+ * rows of rt's batch: packed once for the whole GEMM, in place, or packed now into the
+ * thread's panel slot `slot`. */
+typedef struct Panel {
+    const float *b;
+    int64_t ldb;
+} Panel;
+
+static Panel bcast_panel(const Job *j, const RowTile *rt, int64_t c, int64_t k0, int64_t kc,
+                         Scratch *s, int64_t slot)
+{
+    int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
+    if (j->panels)
+        return (Panel){prepacked_panel(j, rt->row0 / j->M, k0 / j->kc, c), j->nr};
+    if (j->pack == PACK_NONE)
+        return (Panel){rt->b + k0 * j->b.rs + n0 * j->b.cs, j->b.rs};
+    float *dst = s->panel + slot * j->kc * j->nr;
+    if (j->pack == PACK_IM2COL)
+        conv_pack_panel(j->conv, rt->b, k0, kc, n0, nr, j->nr, dst);
+    else
+        pack_panel(j, rt->b + k0 * j->b.rs + n0 * j->b.cs, kc, nr, dst);
+    return (Panel){dst, j->nr};
+}
+
+/* One micro-kernel call: row tile rt (r of the macro block), columns [n0, n0 + nr) (the
+ * broadcast form's panel p), k in [k0, k0 + kc). */
+static void ukernel(const Job *j, const RowTile *rt, int64_t r, Panel p, int64_t n0, int64_t nr,
                     int64_t k0, int64_t kc, Scratch *s, float *t)
 {
     const float *a = rt->a + k0 * j->a.cs;
-    const float *b = j->conv ? rt->b : rt->b + k0 * j->b.rs + n0 * j->b.cs;
-    if (j->dot) {
-        j->uk->dot(kc, a, j->a.rs, rt->mr, b, j->b.cs, nr, t, k0 > 0);
-        return;
-    }
-    int64_t ldb = j->b.rs;
-    if (j->panels) {
-        b = prepacked_panel(j, rt->row0 / j->M, k0 / j->kc, n0 / j->nr), ldb = j->nr;
-    } else if (j->pack != PACK_NONE) {
-        if (j->pack == PACK_IM2COL && s->im2col_at != k0 * j->N + n0 + 1) {
-            conv_pack_panel(j->conv, b, k0, kc, n0, nr, j->nr, s->panel);
-            s->im2col_at = k0 * j->N + n0 + 1;
-        } else if (j->pack != PACK_IM2COL && s->from != b) { /* a new panel (or batch's) */
-            pack_panel(j, b, kc, nr, s->panel);
-            s->from = b;
-        }
-        b = s->panel, ldb = j->nr;
-    }
-    if (j->pack_a)
-        j->uk->bcast(kc, s->apanel + r * j->mr * kc, 1, j->mr, rt->mr, b, ldb, nr, t, k0 > 0);
+    if (j->dot)
+        j->uk->dot(kc, a, j->a.rs, rt->mr, rt->b + k0 * j->b.rs + n0 * j->b.cs, j->b.cs, nr, t,
+                   k0 > 0);
+    else if (j->pack_a)
+        j->uk->bcast(kc, s->apanel + r * j->mr * kc, 1, j->mr, rt->mr, p.b, p.ldb, nr, t, k0 > 0);
     else
-        j->uk->bcast(kc, a, j->a.rs, j->a.cs, rt->mr, b, ldb, nr, t, k0 > 0);
+        j->uk->bcast(kc, a, j->a.rs, j->a.cs, rt->mr, p.b, p.ldb, nr, t, k0 > 0);
 }
 
 /* A hint to fetch p's line into L2. GCC deletes a loop of __builtin_prefetch alone (it
@@ -408,18 +421,48 @@ static void store_tile(const Job *j, const float *t, int64_t row0, int64_t n0, i
     }
 }
 
+/* A finished tile to the step's TileFn, or stored as it is. */
+static void finish_tile(const Job *j, const float *t, const RowTile *rt, int64_t n0, int64_t nr)
+{
+    if (j->how.store_only)
+        store_tile(j, t, rt->row0, n0, rt->mr, nr);
+    else
+        j->tile(t, j->nr, j->bufs, j->syms, rt->row0, n0, rt->mr, nr);
+}
+
+/* A macro block row by row (Job.walk_rows: K in one block): the block's panels first, then
+ * each row tile along the columns, so the tiles reach C (and the epilogue its operands)
+ * as a few streams along rows instead of a new line of every row at each column. */
+static void walk_rows(const Job *j, const RowTile *rt, int64_t nrows, int64_t c0, int64_t c1,
+                      Scratch *s)
+{
+    Panel p[NC_TILES];
+    if (j->pack_a)
+        pack_a_tiles(j, rt, nrows, 0, j->K, s);
+    for (int64_t c = c0; c < c1; c++)
+        p[c - c0] = bcast_panel(j, &rt[0], c, 0, j->K, s, c - c0);
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t c = c0; c < c1; c++) {
+            int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
+            ukernel(j, &rt[r], r, p[c - c0], n0, nr, 0, j->K, s, s->tiles);
+            finish_tile(j, s->tiles, &rt[r], n0, nr);
+        }
+}
+
 /* A macro block: row tiles [r0, r1) x column tiles [c0, c1). For each block of k the
  * columns go outside (their B panel stays in cache across the rows, and the dot form's
- * next panel is fetched meanwhile); a tile is handed to tile() right after its last
- * block of k. */
+ * next panel is fetched meanwhile); a tile is finished right after its last block of k. */
 static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1, Scratch *s)
 {
     RowTile rt[MC_TILES_MAX];
     for (int64_t r = r0; r < r1; r++)
         rt[r - r0] = row_tile(j, r);
     int64_t tsize = j->mr * j->nr, nrows = r1 - r0;
+    if (j->walk_rows) {
+        walk_rows(j, rt, nrows, c0, c1, s);
+        return;
+    }
     bool blocked = j->K > j->kc; /* then each tile keeps its own slot across blocks */
-    s->im2col_at = 0; /* a conv's panels are one batch's: this block may be another's */
     for (int64_t k0 = 0; k0 < j->K || k0 == 0; k0 += j->kc) {
         int64_t kc = j->K - k0 < j->kc ? j->K - k0 : j->kc;
         bool last = k0 + kc >= j->K;
@@ -429,15 +472,14 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
             int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
             int64_t n1 = n0 + j->nr, nr1 = j->N - n1 < j->nr ? j->N - n1 : j->nr;
             const float *next = j->dot && c + 1 < c1 ? rt[0].b + k0 * j->b.rs + n1 * j->b.cs : NULL;
+            Panel p = j->dot ? (Panel){0} : bcast_panel(j, &rt[0], c, k0, kc, s, 0);
             for (int64_t r = 0; r < nrows; r++) {
                 float *t = blocked ? s->tiles + ((c - c0) * nrows + r) * tsize : s->tiles;
                 if (next)
                     prefetch_panel(next, j->b.cs, nr1, kc, r, nrows);
-                ukernel(j, &rt[r], r, n0, nr, k0, kc, s, t);
-                if (last && j->how.store_only)
-                    store_tile(j, t, rt[r].row0, n0, rt[r].mr, nr);
-                else if (last)
-                    j->tile(t, j->nr, j->bufs, j->syms, rt[r].row0, n0, rt[r].mr, nr);
+                ukernel(j, &rt[r], r, p, n0, nr, k0, kc, s, t);
+                if (last)
+                    finish_tile(j, t, &rt[r], n0, nr);
             }
         }
     }
@@ -449,8 +491,8 @@ static size_t scratch_floats(const Job *j, size_t *panel_at, size_t *apanel_at)
 {
     size_t tiles = (size_t)(j->mr * j->nr) * (j->K > j->kc ? (size_t)(j->mc * j->nc) : 1);
     *panel_at = (tiles + 15) / 16 * 16;
-    bool own_panel = j->pack != PACK_NONE && !j->panels;
-    *apanel_at = *panel_at + (own_panel ? (size_t)(j->kc * j->nr + 15) / 16 * 16 : 0);
+    size_t panels = j->pack != PACK_NONE && !j->panels ? (j->walk_rows ? (size_t)j->nc : 1) : 0;
+    *apanel_at = *panel_at + (panels * (size_t)(j->kc * j->nr) + 15) / 16 * 16;
     return *apanel_at + (j->pack_a ? (size_t)(j->mc * j->mr * j->kc) : 0);
 }
 
@@ -464,7 +506,7 @@ static void run_range(Job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
         atomic_store(&j->failed, true);
         return;
     }
-    Scratch s = {mem, mem + panel_at, mem + apanel_at, NULL, 0};
+    Scratch s = {mem, mem + panel_at, mem + apanel_at};
     for (int64_t rb = r0; rb < r1;) {
         int64_t re = rb + j->mc, batch_end = (rb / j->mtiles + 1) * j->mtiles;
         re = re < r1 ? re : r1;
@@ -530,7 +572,11 @@ static void plan_blocks(Job *j)
     mc = mc < 1 ? 1 : mc > MC_TILES_MAX ? MC_TILES_MAX : mc;
     j->mc = j->mtiles > 0 ? ceil_div(j->mtiles, ceil_div(j->mtiles, mc)) : 1;
     j->nc = NC_TILES;
-    if (j->K > j->kc) {
+    j->walk_rows = !j->dot && j->K <= j->kc && j->K <= WALK_MAX_K;
+    if (j->walk_rows) {
+        int64_t fit = WALK_PANEL_BYTES / (j->kc * j->nr * 4);
+        j->nc = fit < 1 ? 1 : fit < NC_TILES ? fit : NC_TILES;
+    } else if (j->K > j->kc) {
         int64_t slots = SLOT_BYTES / (j->mr * j->nr * 4) / j->mc;
         j->nc = slots < 1 ? 1 : slots < NC_TILES ? slots : NC_TILES;
     }
