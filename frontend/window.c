@@ -191,11 +191,58 @@ int window_reduce(Builder *b, int op, int windows, const Window *w)
     return b_reduce(b, op, windows, w->n, axes, false);
 }
 
+/* Whether every window along axis i is a run of x's elements, the padding aside: dilation
+ * 1, and each window meets x. A padding index then clamped to x's edge reads an element
+ * of the same window, which leaves its maximum as it was. */
+static bool clamps(const Window *w, int i)
+{
+    for (int64_t o = 0; o < w->out[i]; o++) {
+        int64_t lo = o * w->stride[i] - w->pad0[i];
+        if (lo + w->k[i] - 1 < 0 || lo >= w->in[i])
+            return false;
+    }
+    return w->dil[i] == 1;
+}
+
+/* The maximum over axis i's windows of x [N, C, ...]: per kernel tap, x gathered at the
+ * windows' indices clamped into x (no padding kernel), the taps' maximum taken pointwise
+ * (one vectorised kernel; a reduction over a few taps would be a row kernel each). */
+static int clamped_max(Builder *b, int x, const Window *w, int i)
+{
+    int64_t n = w->out[i];
+    double *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    if (!idx)
+        abort();
+    Type it = type_make(DT_I64, 1, &n);
+    int y = -1;
+    for (int64_t j = 0; j < w->k[i]; j++) {
+        for (int64_t o = 0; o < n; o++) {
+            int64_t at = o * w->stride[i] - w->pad0[i] + j;
+            idx[o] = (double)(at < 0 ? 0 : at >= w->in[i] ? w->in[i] - 1 : at);
+        }
+        int tap = b_gather(b, x, b_constant(b, &it, idx), 2 + i);
+        y = y < 0 ? tap : b_binary(b, OP_MAXIMUM, y, tap);
+    }
+    free(idx);
+    return y;
+}
+
+/* Max pooling is separable: where every axis clamps, one gather and maximum per axis, the
+ * last axis first (two small kernels for ResNet's 3x3 pool, whose padded, gathered form
+ * took four); else the padded windows of window_gather. */
 int window_max_pool(Builder *b, int x, const Window *w)
 {
     Type t;
     if (!b_type_of(b, x, &t))
         return -1;
+    bool all = true;
+    for (int i = 0; i < w->n; i++)
+        all &= clamps(w, i);
+    if (all) {
+        for (int i = w->n - 1; i >= 0 && x >= 0; i--)
+            x = clamped_max(b, x, w, i);
+        return x;
+    }
     DType dt = t.dt;
     double lowest = dt == DT_I8 ? -128 : dt == DT_I32 ? -2147483648.0 : dt == DT_I64 ? -0x1p63 : -INFINITY;
     return window_reduce(b, OP_MAX, window_gather(b, x, w, lowest), w);
