@@ -100,11 +100,10 @@ static inline void fill_rows(const GemmConv *cv, const float *x, int64_t k0, int
         for (int i = 0; i < nrun; i++)
             sp[i] = tap_span(cv, t, &run[i]);
         int64_t p = ((tap - k0) % taps + taps) % taps; /* the first row of this tap */
-        for (; p < kc; p += taps) {
-            const float *plane = x + (k0 + p) / taps * cv->c_stride;
+        const float *plane = x + (k0 + p) / taps * cv->c_stride;
+        for (; p < kc; p += taps, plane += cv->c_stride) /* the next channel's row */
             for (int i = 0; i < nrun; i++)
                 fill_span(plane, &sp[i], run[i].len, step, dst + p * ld + run[i].at);
-        }
     }
 }
 
