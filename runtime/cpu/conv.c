@@ -20,14 +20,18 @@ typedef struct Run {
     int64_t q0, q1, q2, len, at;
 } Run;
 
-enum { MAX_RUNS = 64 };
+/* Runs per chunk of a panel's columns, and spans (runs x taps) a chunk tabulates. */
+enum { MAX_RUNS = 64, SPAN_TABLE = 512 };
 
-/* Columns [n0, n0 + nr) cut into runs, at most MAX_RUNS; how many columns they cover. */
+/* Columns [n0, n0 + nr) cut into runs, as many as the span table holds (at most
+ * MAX_RUNS); how many columns they cover. */
 static int64_t cut_runs(const GemmConv *cv, int64_t n0, int64_t nr, Run *run, int *nrun)
 {
+    int64_t taps = cv->k[0] * cv->k[1] * cv->k[2], most = SPAN_TABLE / taps;
+    most = most < 1 ? 1 : most > MAX_RUNS ? MAX_RUNS : most; /* a chunk's spans fit the table */
     int64_t width = cv->out[2], q2 = n0 % width, q1 = n0 / width % cv->out[1];
     int64_t q0 = n0 / width / cv->out[1], done = 0;
-    for (*nrun = 0; done < nr && *nrun < MAX_RUNS; (*nrun)++) {
+    for (*nrun = 0; done < nr && *nrun < most; (*nrun)++) {
         int64_t len = width - q2 < nr - done ? width - q2 : nr - done;
         run[*nrun] = (Run){q0, q1, q2, len, done};
         done += len, q2 = 0;
@@ -88,22 +92,36 @@ static inline void fill_span(const float *plane, const Span *sp, int64_t len, in
         dst[j] = 0;
 }
 
-/* Rows [k0, k0 + kc) over the runs, tap by tap: a tap's spans are worked out once and
- * serve its row in every channel (row k is channel k / taps, tap k % taps). */
+static void spans_of_tap(const GemmConv *cv, int64_t tap, const Run *run, int nrun, Span *sp)
+{
+    int64_t t[3] = {tap / cv->k[2] / cv->k[1], tap / cv->k[2] % cv->k[1], tap % cv->k[2]};
+    for (int i = 0; i < nrun; i++)
+        sp[i] = tap_span(cv, t, &run[i]);
+}
+
+/* Rows [k0, k0 + kc) over the runs, in order (the panel is written as a stream). Each
+ * tap's spans are worked out once, into a table, and serve its row in every channel (row
+ * k is channel k / taps, tap k % taps); a kernel of more taps than the table holds works
+ * them out row by row. */
 static inline void fill_rows(const GemmConv *cv, const float *x, int64_t k0, int64_t kc,
                              const Run *run, int nrun, int64_t ld, float *dst)
 {
     int64_t taps = cv->k[0] * cv->k[1] * cv->k[2], step = cv->stride[2] * cv->x_stride[2];
-    Span sp[MAX_RUNS];
-    for (int64_t tap = 0; tap < taps && tap < kc; tap++) {
-        int64_t t[3] = {tap / cv->k[2] / cv->k[1], tap / cv->k[2] % cv->k[1], tap % cv->k[2]};
+    Span table[SPAN_TABLE], *sp = table;
+    bool tabled = taps * nrun <= SPAN_TABLE;
+    for (int64_t tap = 0; tabled && tap < taps; tap++)
+        spans_of_tap(cv, tap, run, nrun, table + tap * nrun);
+    int64_t tap = k0 % taps;
+    const float *plane = x + k0 / taps * cv->c_stride;
+    for (int64_t p = 0; p < kc; p++) {
+        if (tabled)
+            sp = table + tap * nrun;
+        else
+            spans_of_tap(cv, tap, run, nrun, sp);
         for (int i = 0; i < nrun; i++)
-            sp[i] = tap_span(cv, t, &run[i]);
-        int64_t p = ((tap - k0) % taps + taps) % taps; /* the first row of this tap */
-        const float *plane = x + (k0 + p) / taps * cv->c_stride;
-        for (; p < kc; p += taps, plane += cv->c_stride) /* the next channel's row */
-            for (int i = 0; i < nrun; i++)
-                fill_span(plane, &sp[i], run[i].len, step, dst + p * ld + run[i].at);
+            fill_span(plane, &sp[i], run[i].len, step, dst + p * ld + run[i].at);
+        if (++tap == taps)
+            tap = 0, plane += cv->c_stride; /* the next channel */
     }
 }
 
