@@ -227,9 +227,11 @@ static int clamped_max(Builder *b, int x, const Window *w, int i)
     return y;
 }
 
-/* Max pooling is separable: where every axis clamps, one gather and maximum per axis, the
- * last axis first (two small kernels for ResNet's 3x3 pool, whose padded, gathered form
- * took four); else the padded windows of window_gather. */
+/* Max pooling is separable: where every axis clamps, axis by axis from the last, a gather
+ * per tap and their pointwise maximum (ResNet's 3x3 pool fuses into one kernel; its
+ * padded, gathered form took four); else the padded windows of window_gather. A tap that
+ * repeats an element gets none of the gradient where maximum gives it to the other: the
+ * gathers' index_add sums each element's share once. */
 int window_max_pool(Builder *b, int x, const Window *w)
 {
     Type t;
