@@ -59,6 +59,8 @@
 /* At most this much memory for B's panels packed once for the whole GEMM (prepack):
  * GPT-2's and BERT's largest weights (9 MiB) fit, its 154 MiB LM head does not. */
 #define PREPACK_MAX_BYTES (16 << 20)
+/* At most this much memory for the last column tile's columns as B^T rows (prepare_edge). */
+#define EDGE_MAX_BYTES (16 << 20)
 
 /* PACK_IM2COL: a convolution's B, gathered from x into each panel (runtime/cpu/conv.c). */
 typedef enum Pack { PACK_NONE, PACK_ROWS, PACK_TRANSPOSED, PACK_IM2COL } Pack;
@@ -91,6 +93,9 @@ typedef struct Job {
     int64_t kc, mc, nc;          /* k per block; row and column tiles per macro block */
     int64_t nkb;                 /* blocks of k */
     float *panels;               /* B's panels packed once before the tiles run, or NULL */
+    float *edge;                 /* broadcast form: the last column tile's columns as rows
+                                  * of B^T (edge_cols x K per batch) for the dot kernel, or NULL */
+    int64_t edge_cols;
     bool b_batched;              /* B differs between batches (then panels per batch) */
     Mat a, b, c;                 /* c: where store_only writes */
     DType cdt;
@@ -288,6 +293,51 @@ static void pack_a_tiles(const Job *j, const RowTile *rt, int64_t nrows, int64_t
 
 /* ---------------------------------------------------------------- B packed once */
 
+/* B's distinct batches: all of them where B differs between batches, else one. */
+static int64_t b_batches(const Job *j) { return j->b_batched ? j->rtiles / j->mtiles : 1; }
+
+/* Batch t's edge columns as B^T's rows (edge_cols x K). A convolution's are packed as a
+ * panel first, then transposed. */
+static void edge_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    Job *j = ctx;
+    int64_t cols = j->edge_cols, K = j->K, n0 = (j->ntiles - 1) * j->nr;
+    float *panel = j->conv ? malloc((size_t)(K * cols) * sizeof *panel) : NULL;
+    if (j->conv && !panel) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        const float *b = j->b.base + mat_batch_offset(&j->b, j, t);
+        float *dst = j->edge + t * cols * K;
+        if (j->conv)
+            conv_pack_panel(j->conv, b, 0, K, n0, cols, cols, panel);
+        for (int64_t q = 0; q < cols; q++)
+            for (int64_t k = 0; k < K; k++)
+                dst[q * K + k] = panel ? panel[k * cols + q] : b[k * j->b.rs + (n0 + q) * j->b.cs];
+    }
+    free(panel);
+}
+
+/* The broadcast form's last column tile, where it has no more columns than the dot
+ * kernel's tile and A's rows run along k, goes to the dot kernel (Job.edge): the
+ * broadcast kernel would spend a whole tile's FMAs on it (ResNet's 7x7 maps: 49 columns
+ * are 3 x 16 + 1). Its columns are copied as B^T's rows first, every batch's, the threads
+ * sharing them. */
+static void prepare_edge(Job *j, Pool *pool)
+{
+    int64_t cols = j->N - (j->ntiles - 1) * j->nr, nbt = b_batches(j), floats;
+    if (j->dot || j->K < 1 || cols > j->uk->shape.dot_nr || cols == j->nr || j->a.cs != 1 ||
+        __builtin_mul_overflow(nbt * cols, j->K, &floats) ||
+        floats > EDGE_MAX_BYTES / (int64_t)sizeof(float))
+        return;
+    j->edge = malloc((size_t)floats * sizeof(float));
+    if (!j->edge)
+        return;
+    j->edge_cols = cols;
+    pool_parallel_for(pool, nbt, 1, edge_chunk, j);
+}
+
 /* Panel (batch t, block of k kb, column tile c) of the prepacked B: kc rows of NR floats
  * (the last block's rows fewer, the last tile's columns past N unwritten and unread). */
 static float *prepacked_panel(const Job *j, int64_t t, int64_t kb, int64_t c)
@@ -322,9 +372,7 @@ static void prepack(Job *j, Pool *pool)
     bool threads_share_rows = j->split_rows && pool_threads(pool) > 1 && j->mtiles > 1;
     if (j->mtiles <= j->mc && !threads_share_rows)
         return;
-    for (int d = 0; d < j->nbatch; d++)
-        j->b_batched |= j->b.bs[d] != 0 && j->batch[d] > 1;
-    int64_t nbt = j->b_batched ? j->rtiles / j->mtiles : 1; /* B's distinct batches */
+    int64_t nbt = b_batches(j);
     int64_t floats;
     if (__builtin_mul_overflow(nbt * j->nkb * j->ntiles, j->kc * j->nr, &floats) ||
         floats > PREPACK_MAX_BYTES / (int64_t)sizeof(float))
@@ -358,12 +406,31 @@ static Panel bcast_panel(const Job *j, const RowTile *rt, int64_t c, int64_t k0,
     return (Panel){dst, j->nr};
 }
 
+/* Whether column tile c is the edge the dot kernel computes (Job.edge). */
+static bool is_edge(const Job *j, int64_t c) { return j->edge && c == j->ntiles - 1; }
+
+/* The edge tile of row tile rt, k in [k0, k0 + kc) (a at k0): the dot kernel over the
+ * edge's B^T rows, dot_mr rows of A at a time, into t as rows of dot_nr floats. */
+static void edge_kernel(const Job *j, const RowTile *rt, const float *a, int64_t k0, int64_t kc,
+                        float *t)
+{
+    int64_t dmr = j->uk->shape.dot_mr, dnr = j->uk->shape.dot_nr;
+    const float *b = j->edge + (j->b_batched ? rt->row0 / j->M : 0) * j->edge_cols * j->K + k0;
+    for (int64_t i = 0; i < rt->mr; i += dmr)
+        j->uk->dot(kc, a + i * j->a.rs, j->a.rs, rt->mr - i < dmr ? rt->mr - i : dmr, b, j->K,
+                   j->edge_cols, t + i * dnr, k0 > 0);
+}
+
 /* One micro-kernel call: row tile rt (r of the macro block), columns [n0, n0 + nr) (the
  * broadcast form's panel p), k in [k0, k0 + kc). */
 static void ukernel(const Job *j, const RowTile *rt, int64_t r, Panel p, int64_t n0, int64_t nr,
                     int64_t k0, int64_t kc, Scratch *s, float *t)
 {
     const float *a = rt->a + k0 * j->a.cs;
+    if (is_edge(j, n0 / j->nr)) {
+        edge_kernel(j, rt, a, k0, kc, t);
+        return;
+    }
     if (j->dot)
         j->uk->dot(kc, a, j->a.rs, rt->mr, rt->b + k0 * j->b.rs + n0 * j->b.cs, j->b.cs, nr, t,
                    k0 > 0);
@@ -407,27 +474,30 @@ static void prefetch_panel(const float *b, int64_t ld, int64_t nr, int64_t kc, i
 
 /* A finished tile into C itself, in C's dtype (GemmTiling.store_only: the epilogue runs
  * after the product, as its own kernel). */
-static void store_tile(const Job *j, const float *t, int64_t row0, int64_t n0, int64_t mr, int64_t nr)
+static void store_tile(const Job *j, const float *t, int64_t ldt, int64_t row0, int64_t n0,
+                       int64_t mr, int64_t nr)
 {
     for (int64_t i = 0; i < mr; i++) {
         int64_t r = row0 + i;
         int64_t at = mat_batch_offset(&j->c, j, r / j->M) + r % j->M * j->c.rs + n0 * j->c.cs;
         for (int64_t q = 0; q < nr; q++) {
             if (j->cdt == DT_F32)
-                ((float *)j->c.base)[at + q * j->c.cs] = t[i * j->nr + q];
+                ((float *)j->c.base)[at + q * j->c.cs] = t[i * ldt + q];
             else
-                dtype_store(j->cdt, (void *)j->c.base, at + q * j->c.cs, t[i * j->nr + q]);
+                dtype_store(j->cdt, (void *)j->c.base, at + q * j->c.cs, t[i * ldt + q]);
         }
     }
 }
 
-/* A finished tile to the step's TileFn, or stored as it is. */
-static void finish_tile(const Job *j, const float *t, const RowTile *rt, int64_t n0, int64_t nr)
+/* A finished tile to the step's TileFn, or stored as it is (an edge tile's rows are
+ * dot_nr floats apart). */
+static void finish_tile(const Job *j, const float *t, const RowTile *rt, int64_t c, int64_t nr)
 {
+    int64_t ldt = is_edge(j, c) ? j->uk->shape.dot_nr : j->nr, n0 = c * j->nr;
     if (j->how.store_only)
-        store_tile(j, t, rt->row0, n0, rt->mr, nr);
+        store_tile(j, t, ldt, rt->row0, n0, rt->mr, nr);
     else
-        j->tile(t, j->nr, j->bufs, j->syms, rt->row0, n0, rt->mr, nr);
+        j->tile(t, ldt, j->bufs, j->syms, rt->row0, n0, rt->mr, nr);
 }
 
 /* A macro block row by row (Job.walk_rows: K in one block): the block's panels first, then
@@ -440,12 +510,12 @@ static void walk_rows(const Job *j, const RowTile *rt, int64_t nrows, int64_t c0
     if (j->pack_a)
         pack_a_tiles(j, rt, nrows, 0, j->K, s);
     for (int64_t c = c0; c < c1; c++)
-        p[c - c0] = bcast_panel(j, &rt[0], c, 0, j->K, s, c - c0);
+        p[c - c0] = is_edge(j, c) ? (Panel){0} : bcast_panel(j, &rt[0], c, 0, j->K, s, c - c0);
     for (int64_t r = 0; r < nrows; r++)
         for (int64_t c = c0; c < c1; c++) {
             int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
             ukernel(j, &rt[r], r, p[c - c0], n0, nr, 0, j->K, s, s->tiles);
-            finish_tile(j, s->tiles, &rt[r], n0, nr);
+            finish_tile(j, s->tiles, &rt[r], c, nr);
         }
 }
 
@@ -472,14 +542,14 @@ static void macro_block(const Job *j, int64_t r0, int64_t r1, int64_t c0, int64_
             int64_t n0 = c * j->nr, nr = j->N - n0 < j->nr ? j->N - n0 : j->nr;
             int64_t n1 = n0 + j->nr, nr1 = j->N - n1 < j->nr ? j->N - n1 : j->nr;
             const float *next = j->dot && c + 1 < c1 ? rt[0].b + k0 * j->b.rs + n1 * j->b.cs : NULL;
-            Panel p = j->dot ? (Panel){0} : bcast_panel(j, &rt[0], c, k0, kc, s, 0);
+            Panel p = j->dot || is_edge(j, c) ? (Panel){0} : bcast_panel(j, &rt[0], c, k0, kc, s, 0);
             for (int64_t r = 0; r < nrows; r++) {
                 float *t = blocked ? s->tiles + ((c - c0) * nrows + r) * tsize : s->tiles;
                 if (next)
                     prefetch_panel(next, j->b.cs, nr1, kc, r, nrows);
                 ukernel(j, &rt[r], r, p, n0, nr, k0, kc, s, t);
                 if (last)
-                    finish_tile(j, t, &rt[r], n0, nr);
+                    finish_tile(j, t, &rt[r], c, nr);
             }
         }
     }
@@ -591,6 +661,8 @@ static void plan(Job *j, const Gemm *g, void *const *bufs, const SymBind *sb)
     j->M = s[0], j->N = s[1], j->K = s[2];
     j->a = mat_make(&g->a, g->nbatch, bufs, sb);
     j->b = mat_make(&g->b, g->nbatch, bufs, sb);
+    for (int d = 0; d < j->nbatch; d++)
+        j->b_batched |= j->b.bs[d] != 0 && j->batch[d] > 1;
     plan_form(j);
     const UkernelShape *sh = &j->uk->shape;
     j->mr = j->dot ? sh->dot_mr : sh->bc_mr;
@@ -637,8 +709,11 @@ bool gemm_tiled_run(const Gemm *g, void *const *bufs, const DType *dts, const Sy
     if (j.rtiles == 0 || j.ntiles == 0)
         return true;
     prepack(&j, pool);
-    pool_parallel_for(pool, j.split_rows ? j.rtiles : j.ntiles, 1, run_chunk, &j);
+    prepare_edge(&j, pool);
+    if (!atomic_load(&j.failed))
+        pool_parallel_for(pool, j.split_rows ? j.rtiles : j.ntiles, 1, run_chunk, &j);
     free(j.panels);
+    free(j.edge);
     if (atomic_load(&j.failed)) {
         err_set(e, ERR_MEMORY, "gemm_tiled: out of memory for the per-thread tile buffers");
         return false;

@@ -339,6 +339,10 @@ static void test_layouts(const Ukernels *uk, Pool *pool)
         {17, 70, 20, {0}, {0}, 0, {0}, true},
         {9, 13, 16, {0}, {.trans = true}, 1, {3}, true},
         {9, 40, 5, {.trans = true}, {0}, 2, {2, 2}, true},
+        /* a last column tile of 1 to 4 columns goes to the dot kernel (Job.edge): with the
+         * epilogue, and with k blocked (accumulating in the tile) */
+        {17, 50, 40, {0}, {0}, 0, {0}, true},
+        {29, 33, 1500, {0}, {0}, 0, {0}, true},
         {7, 9, 0, {0}, {.trans = true}, 0, {0}, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
