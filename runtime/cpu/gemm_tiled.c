@@ -715,7 +715,7 @@ bool gemm_tiled_run(const Gemm *g, void *const *bufs, const DType *dts, const Sy
     free(j.panels);
     free(j.edge);
     if (atomic_load(&j.failed)) {
-        err_set(e, ERR_MEMORY, "gemm_tiled: out of memory for the per-thread tile buffers");
+        err_set(e, ERR_MEMORY, "gemm_tiled: out of memory for a thread's tiles or panels");
         return false;
     }
     return true;
