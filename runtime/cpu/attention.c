@@ -33,8 +33,11 @@
 /* A head's K and V packed once per thread when they fit this (a causal task after the
  * first needs only keys already packed); larger ones are packed block by block. */
 #define HEAD_CACHE_BYTES (4 << 20)
-/* The softmax's queries per vector (AVX-512's f32 lanes; narrower ISAs split it). */
-#define SOFTMAX_LANES 16
+/* The softmax's queries per vector: AVX2's f32 lanes (half a register in the AVX-512
+ * clone, two in the baseline one). Not AVX-512's 16: GCC splits a 64-byte vector's compares
+ * and selects into scalar moves through the stack in the AVX2 clone, which made the softmax
+ * 46% of the step (Zen 3: 2.3x slower at T = 1024). */
+#define SOFTMAX_LANES 8
 
 typedef struct Job {
     const Ukernels *uk;
@@ -103,11 +106,11 @@ const Ukernels attention_portable = {
 
 /* ---------------------------------------------------------------- exp */
 
-/* The same on SOFTMAX_LANES floats at once in GCC's vector extensions (one register in
- * the AVX-512 clone, two or four in the narrower ones), step for step. No vector crosses
- * a call: loads, stores and selects are macros and the exponential works in place through
- * a pointer, because a 64-byte vector passed by value has no ABI without AVX-512 (GCC
- * notes it, clang refuses it in unoptimised builds even for inlined helpers). */
+/* The same on SOFTMAX_LANES floats at once in GCC's vector extensions, step for step. No
+ * vector crosses a call: loads, stores and selects are macros and the exponential works in
+ * place through a pointer, because a vector wider than the baseline's registers passed by
+ * value has no settled ABI (GCC notes it, clang refuses it in unoptimised builds even for
+ * inlined helpers). */
 typedef float VecF __attribute__((vector_size(4 * SOFTMAX_LANES)));
 typedef int32_t VecI __attribute__((vector_size(4 * SOFTMAX_LANES)));
 typedef float VecAt __attribute__((vector_size(4 * SOFTMAX_LANES), aligned(4), may_alias));

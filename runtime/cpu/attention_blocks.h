@@ -10,20 +10,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cpu.h"
-
-/* The loops around the micro-kernels (softmax, packing, rescaling, the output): a clone per
- * ISA, picked when the library loads, and a*b+c as one FMA where the clone has one (GCC in
- * ISO C mode does not contract otherwise; clang contracts within an expression). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
-#if defined(__GNUC__) && !defined(__clang__)
-#define CONTRACT __attribute__((optimize("fp-contract=fast")))
-#else
-#define CONTRACT
-#endif
+#include "runtime/cpu/clones.h"
 
 /* One operand at concrete sizes: element (t..., r, c) at off + sum t_d bs[d] + r rs + c cs. */
 typedef struct View {

@@ -3,16 +3,11 @@
  * once per panel into runs along the output's last axis; for each tap the runs' stretches
  * of x between padding zeros are worked out once, then copied (at the convolution's
  * stride) into that tap's row of every channel. */
+#include "runtime/cpu/clones.h"
 #include "runtime/cpu/conv.h"
 
-/* The packing loops at the host's widest vectors: a clone per ISA, picked when the library
- * loads (the build targets baseline x86-64); the helpers below inline into each. Copies
- * only, so every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+/* The packing loops run at the host's widest vectors (clones.h); the helpers below inline
+ * into each. Copies only, so every clone gives the same bits. */
 
 /* Output positions [at, at + len) of the panel: one stretch of the output's last axis,
  * from (q0, q1, q2). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cpu/clones.h"
 #include "runtime/cpu/cpu_optim.h"
 #include "runtime/pool.h"
 
@@ -143,14 +144,9 @@ double lr_at(const LrSchedule *s, int64_t step)
     return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1 + cos(M_PI * t));
 }
 
-/* The passes run at the host's widest vectors: a clone per ISA, picked when the library
- * loads (the build targets baseline x86-64). Element by element the same IEEE operations,
- * so every clone gives the same bits (and no FMA contraction: ISO C, -ffp-contract=off). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+/* The passes run at the host's widest vectors (clones.h): element by element the same IEEE
+ * operations, so every clone gives the same bits (no FMA contraction: ISO C,
+ * -ffp-contract=off, and no CONTRACT here). */
 
 /* One tensor's pass, split over the pool's threads in chunks [begin, end). */
 typedef struct Pass {
