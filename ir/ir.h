@@ -408,7 +408,8 @@ bool tensor_mismatch(const Graph *g, const char *what, const char *name, const T
 /* ir/signature.c: parameters (graph_params order) must have their declared dtype and
  * shape at sb (the message names the first that does not); outputs allocated at sb.
  * reuse_output_tensors keeps an output that already holds data of the right dtype and
- * shape (its caller passes zeroed or freed tensors, or last run's to overwrite). */
+ * shape and frees one that does not (its caller passes zeroed or freed tensors, or last
+ * run's to overwrite). */
 bool check_param_tensors(const Graph *g, const Tensor *params, const SymBind *sb, Err *e);
 bool alloc_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e);
 bool reuse_output_tensors(const Graph *g, const SymBind *sb, Tensor *outputs, Err *e);

@@ -114,6 +114,8 @@ static bool alloc_outputs(const Graph *g, const SymBind *sb, Tensor *outputs, bo
         bool resolved = type_resolve(t, sb, dims);
         if (reuse && resolved && reusable(&outputs[i], t, dims))
             continue;
+        if (reuse) /* last run's, at other sizes */
+            tensor_free(&outputs[i]);
         if (!resolved || !tensor_alloc(&outputs[i], t->dt, t->rank, dims, e)) {
             err_set(e, ERR_INPUT, "output '%s': cannot allocate it at these sizes",
                     g->output_name[i]);

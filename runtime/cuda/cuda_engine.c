@@ -412,7 +412,7 @@ bool cuda_engine_run(CudaEngine *en, const Tensor *inputs, const Tensor *params,
     const Graph *g = en->p->graph;
     if (!make_current(en, e) || !bind_inputs(g, inputs, &sb, e) ||
         !check_param_tensors(g, params, &sb, e) || !program_check_inputs(en->p, inputs, &sb, e) ||
-        !ensure_plan(en, &sb, e) || !alloc_output_tensors(g, &sb, outputs, e))
+        !ensure_plan(en, &sb, e) || !reuse_output_tensors(g, &sb, outputs, e))
         return false;
     bool ok = upload_params(en, params, &sb, e) && upload_rng_step(en, e) &&
               stage_inputs(en, inputs, &sb, e) &&

@@ -69,7 +69,8 @@ CudaEngine *cuda_engine_new(const Program *p, const CudaEngineOptions *o, Err *e
 void cuda_engine_free(CudaEngine *en);
 
 /* engine_run's conventions: inputs (graph order) and params (graph_params order) on the
- * host, outputs allocated here on the host; inputs and parameters checked first, index
+ * host, outputs allocated here on the host (or last run's reused: reuse_output_tensors);
+ * inputs and parameters checked first, index
  * inputs checked on the host. Parameters are copied to the device on the first run, again
  * after cuda_engine_params_changed(), and whenever a parameter tensor's data pointer
  * differs from the last upload (new tensors, not new values in the same memory: say so
