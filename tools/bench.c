@@ -6,7 +6,7 @@
  * The outputs the first run allocates are reused by every later one (the engine writes into
  * output tensors of the right shape: reuse_output_tensors), as a serving loop with caller-
  * owned outputs does (coil_run_named): a run then pays no fresh pages for its outputs
- * (GPT-2's 206 MB of logits: 5-8% of its run), as ONNX Runtime's arena does not either. */
+ * (GPT-2's 206 MB of logits: 5-8% of its run). bench/README.md says what the peers do. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
