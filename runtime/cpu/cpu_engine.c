@@ -125,7 +125,10 @@ static bool bind_consts(Engine *en, Err *e)
 /* Whether GEMM step s's fused epilogue calls transcendental math (GELU, tanh, exp...):
  * evaluated per tile, it costs the dot form's small 4 x 6 tiles far more than the
  * broadcast form's wide rows (GPT-2's c_fc with gelu_tanh: 1.68x faster broadcast,
- * k blocks of 256, measured by the autotuner). */
+ * measured by the autotuner on Sapphire Rapids, which also chose k blocks of 256 there).
+ * The k blocks stay the heuristic's: on a Zen 3 blocks of 256 made GPT-2's c_fc 1.07x
+ * and BERT's first FFN GEMM 1.04x slower than whole K = 768 (per-step profiles, 3
+ * alternating rounds; the other GEMMs level). */
 static bool heavy_epilogue(const Program *p, int s)
 {
     const Step *st = &p->step[s];
@@ -384,7 +387,7 @@ static bool run_gemm(Engine *en, int s, const SymBind *sb, Err *e)
                      gemm_tiled_supported(g, en->bufs, en->dts, sb);
     GemmTiling how = c->tiling;
     if (en->heavy[s] && how.form == GEMM_FORM_AUTO && !how.store_only)
-        how.form = GEMM_FORM_BCAST, how.kc = how.kc ? how.kc : 256;
+        how.form = GEMM_FORM_BCAST;
     bool ok = generated ? gemm_tiled_run(g, en->bufs, en->dts, sb, en->uk, tile, &how, en->pool, e)
                         : gemm_run(g, en->bufs, en->dts, sb, e);
     en->stats.gemm_generated += generated;
