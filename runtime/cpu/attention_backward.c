@@ -122,9 +122,15 @@ VECTOR_CLONES CONTRACT static void block_p(const BackJob *j, BackScratch *sc, in
         visible = visible < 0 ? 0 : visible > nk ? nk : visible;
         if (lse == -INFINITY)
             visible = 0;
-        for (int64_t x = 0; x < visible; x++)
+        int64_t x = 0;
+        for (const VecF shift = (VecF){0} + lse; x + SOFTMAX_LANES <= visible; x += SOFTMAX_LANES) {
+            VecF e = VEC_AT(s + x) - shift; /* GCC leaves the scalar loop scalar */
+            vec_exp_nonpositive(&e);
+            VEC_AT(s + x) = e;
+        }
+        for (; x < visible; x++)
             s[x] = exp_nonpositive(s[x] - lse);
-        for (int64_t x = visible; x < nk; x++)
+        for (; x < nk; x++)
             s[x] = 0;
     }
 }
