@@ -22,46 +22,18 @@ typedef struct View {
 /* The broadcast micro-kernel in C, for engines without generated code (attention.c). */
 extern const Ukernels attention_portable;
 
-/* e^x for x <= 0 (differences from a running maximum; larger x give 1), inlined into the
- * loops: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is exact), e^r by
- * its Taylor series to r^7 (truncation below 1e-8 relative), times 2^n through the
- * exponent bits. Below -87 (where 2^n would leave the normal range) it is 0, so masked
- * scores (-inf) weigh exactly nothing; NaN stays NaN. */
-CONTRACT static inline float exp_nonpositive(float x)
-{
-    float c = x > -87.0f ? x : -87.0f;
-    c = c < 0.0f ? c : 0.0f;
-    float n = c * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
-    n -= 12582912.0f;
-    float r = c - n * 0.693145752f;
-    r = r - n * 1.42860677e-6f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float y = x > -87.0f ? p * scale : 0.0f;
-    return x == x ? y : x;
-}
-
 /* Floats per vector of the softmaxes (the forward's queries, the backward's keys): AVX2's
- * f32 lanes (half a register in the AVX-512 clone, two in the
- * baseline one). Not AVX-512's 16: GCC splits a 64-byte vector's compares
- * and selects into scalar moves through the stack in the AVX2 clone, which made the softmax
- * 46% of the step (Zen 3: 2.3x slower at T = 1024). */
+ * f32 lanes (half a register in the AVX-512 clone, two in the baseline one). Not
+ * AVX-512's 16: GCC splits a 64-byte vector's compares and selects into scalar moves
+ * through the stack in the AVX2 clone, which made the softmax 46% of the step (Zen 3: 2.3x
+ * slower at T = 1024). */
 #define SOFTMAX_LANES 8
 
-/* The same on SOFTMAX_LANES floats at once in GCC's vector extensions, step for step. No
- * vector crosses a call: loads, stores and selects are macros and the exponential works in
- * place through a pointer, because a vector wider than the baseline's registers passed by
- * value has no settled ABI (GCC notes it, clang refuses it in unoptimised builds even for
- * inlined helpers). */
+/* SOFTMAX_LANES floats at once in GCC's vector extensions. No vector crosses a call:
+ * loads, stores and selects are macros and the exponential works in place through a
+ * pointer, because a vector wider than the baseline's registers passed by value has no
+ * settled ABI (GCC notes it, clang refuses it in unoptimised builds even for inlined
+ * helpers). */
 typedef float VecF __attribute__((vector_size(4 * SOFTMAX_LANES)));
 typedef int32_t VecI __attribute__((vector_size(4 * SOFTMAX_LANES)));
 typedef float VecAt __attribute__((vector_size(4 * SOFTMAX_LANES), aligned(4), may_alias));
@@ -72,12 +44,17 @@ typedef float VecAt __attribute__((vector_size(4 * SOFTMAX_LANES), aligned(4), m
 /* Lane by lane: a where mask is set, else b. */
 #define VEC_SELECT(mask, a, b) ((VecF)(((VecI)(a) & (mask)) | ((VecI)(b) & ~(mask))))
 
+/* e^x for x <= 0 (differences from a running maximum; larger x give 1), lane by lane,
+ * inlined into the loops: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is
+ * exact), e^r by its Taylor series to r^7 (truncation below 1e-8 relative), times 2^n
+ * through the exponent bits. Below -87 (where 2^n would leave the normal range) it is 0, so masked
+ * scores (-inf) weigh exactly nothing; NaN stays NaN. */
 CONTRACT ALWAYS_INLINE void vec_exp_nonpositive(VecF *v)
 {
     const VecF x = *v, zero = {0}, low = zero - 87.0f;
     VecF c = VEC_SELECT(x > low, x, low);
     c = VEC_SELECT(c < zero, c, zero);
-    VecF n = c * 1.44269504f + 12582912.0f;
+    VecF n = c * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
     n -= 12582912.0f;
     VecF r = c - n * 0.693145752f;
     r = r - n * 1.42860677e-6f;
@@ -92,6 +69,14 @@ CONTRACT ALWAYS_INLINE void vec_exp_nonpositive(VecF *v)
     VecI bits = (__builtin_convertvector(n, VecI) + 127) << 23;
     VecF y = VEC_SELECT(x > low, p * (VecF)bits, zero);
     *v = VEC_SELECT(x == x, y, x);
+}
+
+/* The same for one float (lane 0 of a vector): the scalar softmax and the loops' tails. */
+CONTRACT ALWAYS_INLINE float exp_nonpositive(float x)
+{
+    VecF v = {x};
+    vec_exp_nonpositive(&v);
+    return v[0];
 }
 
 static inline float load_f32(const View *x, int64_t i)
