@@ -4,9 +4,10 @@
  * the process's peak resident set. --json gives what bench/run.sh reads; --profile each
  * step's time under the layer it computes; --trace every run as a Chrome/Perfetto trace.
  * The outputs the first run allocates are reused by every later one (the engine writes into
- * output tensors of the right shape: reuse_output_tensors), as a serving loop with caller-
- * owned outputs does (coil_run_named): a run then pays no fresh pages for its outputs
- * (GPT-2's 206 MB of logits: 5-8% of its run). bench/README.md says what the peers do. */
+ * output tensors of the right shape: reuse_output_tensors), as coil_run_named does with the
+ * outputs it keeps between calls (it then copies the ones asked for into a caller's
+ * buffers, or hands them over): a run pays no fresh pages for its outputs (GPT-2's 206 MB of
+ * logits: 5-8% of its run). bench/README.md says what the peers do. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>

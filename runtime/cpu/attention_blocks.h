@@ -47,8 +47,8 @@ typedef float VecAt __attribute__((vector_size(4 * SOFTMAX_LANES), aligned(4), m
 /* e^x for x <= 0 (differences from a running maximum; larger x give 1), lane by lane,
  * inlined into the loops: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so n ln2 is
  * exact), e^r by its Taylor series to r^7 (truncation below 1e-8 relative), times 2^n
- * through the exponent bits. Below -87 (where 2^n would leave the normal range) it is 0, so masked
- * scores (-inf) weigh exactly nothing; NaN stays NaN. */
+ * through the exponent bits. Below -87 (where 2^n would leave the normal range) it is 0,
+ * so masked scores (-inf) weigh exactly nothing; NaN stays NaN. */
 CONTRACT ALWAYS_INLINE void vec_exp_nonpositive(VecF *v)
 {
     const VecF x = *v, zero = {0}, low = zero - 87.0f;
