@@ -106,22 +106,15 @@ static bool check_buffer(const coil_model *m, int k, const SymBind *sb, const co
                     tensor_fmt(&at, need, sizeof need));
 }
 
-/* The spares the engine may write into at sizes sb: the CPU engine overwrites outputs of
- * the right shape in place; any other is released (the other evaluators allocate). */
-static bool spares_ready(coil_model *m, const SymBind *sb, coil_error *err)
+/* The spares the evaluator writes into: an engine overwrites those of the right shape in
+ * place and releases the others (reuse_output_tensors); the interpreter allocates its own,
+ * so it gets none. */
+static bool spares_ready(coil_model *m, coil_error *err)
 {
-    bool reuse = !m->interpret && !m->device->gpu;
     if (!m->spare && !(m->spare = calloc((size_t)m->count[COIL_OUTPUT] + 1, sizeof(Tensor))))
         return api_fail(err, COIL_ERR_MEMORY, "coil_run_named: out of memory");
-    for (int k = 0; k < m->count[COIL_OUTPUT]; k++) {
-        Tensor *t = &m->spare[k];
-        int64_t dims[COIL_MAX_RANK];
-        bool keep = reuse && t->data && type_resolve(&m->g->node[m->g->output[k]].type, sb, dims);
-        for (int d = 0; keep && d < t->rank; d++)
-            keep = t->shape[d] == dims[d];
-        if (!keep)
-            tensor_free(t);
-    }
+    for (int k = 0; m->interpret && k < m->count[COIL_OUTPUT]; k++)
+        tensor_free(&m->spare[k]);
     return true;
 }
 
@@ -154,7 +147,7 @@ static bool run_named(coil_model *m, const int *in_index, const coil_tensor *inp
         api_fail_err(err, &e);
     for (int i = 0; ok && i < noutputs; i++)
         ok = !outputs[i].data || check_buffer(m, out_index[i], &sb, &outputs[i], err);
-    ok = ok && api_check_params(m, "coil_run_named", err) && spares_ready(m, &sb, err);
+    ok = ok && api_check_params(m, "coil_run_named", err) && spares_ready(m, err);
     if (ok && !(ok = api_evaluate(m, views, m->spare, &e)))
         api_fail_err(err, &e);
     if (ok)
